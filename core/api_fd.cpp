@@ -1,0 +1,98 @@
+#include "core/api.h"
+
+#include "core/fdtable.h"
+#include "core/log.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/ioctl.h>
+
+namespace ferry::api {
+namespace {
+
+// fd now refers to what `from` refers to (dup family).
+void alias(int from, long fd) noexcept {
+  if (fd < 0) return;
+  if (SocketRef s = fd_table().get(from)) {
+    fd_table().set(static_cast<int>(fd), std::move(s));
+  } else {
+    fd_table().take(static_cast<int>(fd));
+  }
+}
+
+bool is_log_fd(int fd) noexcept { return fd >= 0 && fd == log::private_fd(); }
+
+}  // namespace
+
+long close(int fd) noexcept {
+  // ferry's own log descriptor does not exist as far as the app is concerned.
+  if (is_log_fd(fd)) return -EBADF;
+  // Untrack first: once the kernel frees the number another thread may reuse it.
+  SocketRef s = fd_table().take(fd);
+  return sys(real.close(fd));
+}
+
+long dup(int fd) noexcept {
+  long r = sys(real.dup(fd));
+  alias(fd, r);
+  return r;
+}
+
+long dup2(int fd, int newfd) noexcept {
+  if (is_log_fd(fd)) return -EBADF;
+  if (is_log_fd(newfd)) log::move_private_fd();
+  long r = sys(real.dup2(fd, newfd));
+  if (r >= 0 && fd != newfd) alias(fd, r);
+  return r;
+}
+
+long dup3(int fd, int newfd, int flags) noexcept {
+  if (is_log_fd(fd)) return -EBADF;
+  if (is_log_fd(newfd) && fd != newfd) log::move_private_fd();
+  long r = sys(real.dup3(fd, newfd, flags));
+  alias(fd, r);
+  return r;
+}
+
+long close_range(unsigned first, unsigned last, int flags) noexcept {
+  int log_fd = log::private_fd();
+  bool closes = !(flags & CLOSE_RANGE_CLOEXEC);
+  if (closes && first <= last) fd_table().take_range(first, last);
+  if (log_fd < 0 || first > last || static_cast<unsigned>(log_fd) < first || static_cast<unsigned>(log_fd) > last)
+    return sys(real.close_range(first, last, flags));
+  // Close around ferry's log descriptor.
+  unsigned lf = static_cast<unsigned>(log_fd);
+  long r = 0;
+  if (lf > first) r = sys(real.close_range(first, lf - 1, flags));
+  if (r == 0 && lf < last) r = sys(real.close_range(lf + 1, last, flags));
+  return r;
+}
+
+long fcntl(int fd, int cmd, void* arg) noexcept {
+  if (is_log_fd(fd)) return -EBADF;
+  long r = sys(real.fcntl(fd, cmd, arg));
+  if (r < 0) return r;
+  switch (cmd) {
+    case F_DUPFD:
+    case F_DUPFD_CLOEXEC:
+      alias(fd, r);
+      break;
+    case F_SETFL:
+      if (SocketRef s = fd_table().get(fd))
+        s->nonblocking.store((static_cast<int>(reinterpret_cast<intptr_t>(arg)) & O_NONBLOCK) != 0);
+      break;
+    default:
+      break;
+  }
+  return r;
+}
+
+long ioctl(int fd, unsigned long request, void* arg) noexcept {
+  long r = sys(real.ioctl(fd, request, arg));
+  if (r == 0 && request == FIONBIO && arg) {
+    if (SocketRef s = fd_table().get(fd)) s->nonblocking.store(*static_cast<int*>(arg) != 0);
+  }
+  return r;
+}
+
+}  // namespace ferry::api

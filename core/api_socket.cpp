@@ -1,0 +1,136 @@
+#include "core/api.h"
+
+#include "core/config.h"
+#include "core/fdtable.h"
+#include "core/log.h"
+#include "core/stats.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+namespace ferry::api {
+namespace {
+
+bool is_tcp(int domain, int type, int protocol) {
+  return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+         (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+void track(int fd, SocketRef s) {
+  if (!fd_table().set(fd, std::move(s))) {
+    FERRY_LOG(warn, "fdtable", "fd %d: out of memory for the fd table; socket left untracked", fd);
+    return;
+  }
+  stats::add(stats::g.tcp_sockets, 1);
+}
+
+void connected(Socket& s) {
+  s.set_role(Role::active);
+  stats::add(stats::g.connections_active, 1);
+  stats::add(stats::g.connections_on_tcp, 1);
+}
+
+int64_t timeval_us(const void* val, socklen_t len) {
+  if (len < sizeof(timeval)) return -1;
+  const auto* tv = static_cast<const timeval*>(val);
+  return tv->tv_sec * 1000000LL + tv->tv_usec;
+}
+
+}  // namespace
+
+long socket(int domain, int type, int protocol) noexcept {
+  long fd = sys(real.socket(domain, type, protocol));
+  if (fd >= 0 && config().enable && is_tcp(domain, type, protocol)) {
+    auto s = std::make_shared<Socket>(domain, Role::fresh);
+    s->nonblocking.store((type & SOCK_NONBLOCK) != 0);
+    track(static_cast<int>(fd), std::move(s));
+  }
+  return fd;
+}
+
+long bind(int fd, const sockaddr* addr, socklen_t len) noexcept { return sys(real.bind(fd, addr, len)); }
+
+long listen(int fd, int backlog) noexcept {
+  long r = sys(real.listen(fd, backlog));
+  if (r == 0) {
+    if (SocketRef s = fd_table().get(fd); s && s->role() != Role::listener) {
+      s->set_role(Role::listener);
+      stats::add(stats::g.listeners, 1);
+    }
+  }
+  return r;
+}
+
+namespace {
+long accepted(int listener, long fd, int flags) {
+  if (fd < 0) return fd;
+  if (SocketRef l = fd_table().get(listener)) {
+    auto s = std::make_shared<Socket>(l->family(), Role::passive);
+    s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
+    track(static_cast<int>(fd), std::move(s));
+    stats::add(stats::g.connections_passive, 1);
+    stats::add(stats::g.connections_on_tcp, 1);
+  }
+  return fd;
+}
+}  // namespace
+
+long accept(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  return accepted(fd, sys(real.accept(fd, addr, len)), 0);
+}
+
+long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+  return accepted(fd, sys(real.accept4(fd, addr, len, flags)), flags);
+}
+
+long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+  long r = sys(real.connect(fd, addr, len));
+  if (r == 0 || r == -EINPROGRESS) {
+    if (SocketRef s = fd_table().get(fd)) {
+      if (r == 0) {
+        connected(*s);
+      } else {
+        s->set_role(Role::connecting);
+      }
+    }
+  }
+  return r;
+}
+
+long shutdown(int fd, int how) noexcept { return sys(real.shutdown(fd, how)); }
+
+long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
+  long r = sys(real.getsockopt(fd, level, name, val, len));
+  // A non-blocking connect is settled when the app collects its SO_ERROR.
+  if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && *len >= sizeof(int) && *static_cast<int*>(val) == 0) {
+    if (SocketRef s = fd_table().get(fd); s && s->role() == Role::connecting) {
+      sockaddr_storage peer;
+      socklen_t plen = sizeof peer;
+      if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(*s);
+    }
+  }
+  return r;
+}
+
+long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
+  long r = sys(real.setsockopt(fd, level, name, val, len));
+  if (r != 0) return r;
+  SocketRef s = fd_table().get(fd);
+  if (!s) return r;
+  if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
+    s->nodelay.store(*static_cast<const int*>(val) != 0);
+  } else if (level == SOL_SOCKET && name == SO_RCVTIMEO) {
+    s->rcvtimeo_us.store(timeval_us(val, len));
+  } else if (level == SOL_SOCKET && name == SO_SNDTIMEO) {
+    s->sndtimeo_us.store(timeval_us(val, len));
+  } else if (level == SOL_SOCKET && name == SO_LINGER && len >= sizeof(linger)) {
+    const auto* lg = static_cast<const linger*>(val);
+    s->linger_s.store(lg->l_onoff ? lg->l_linger : -1);
+  }
+  return r;
+}
+
+long getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept { return sys(real.getsockname(fd, addr, len)); }
+long getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept { return sys(real.getpeername(fd, addr, len)); }
+
+}  // namespace ferry::api

@@ -1,0 +1,39 @@
+// FERRY_* settings: parsed once from the environment, never on a hot path.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry {
+
+enum class LogLevel : int { off = 0, error = 1, warn = 2, info = 3, debug = 4, trace = 5 };
+
+struct Config {
+  bool enable = true;                 // FERRY_ENABLE
+  LogLevel log_level = LogLevel::warn;  // FERRY_LOG
+  std::string log_file;               // FERRY_LOG_FILE ("" = stderr), %p -> pid
+  bool backtrace = false;             // FERRY_BACKTRACE
+  bool stats = false;                 // FERRY_STATS
+};
+
+// One documented setting, as `ferry --help` and the README list them.
+struct SettingDoc {
+  const char* name;
+  const char* fallback;
+  const char* help;
+};
+const std::vector<SettingDoc>& setting_docs();
+
+// Parses "NAME=value" strings (environ). Anything malformed or unknown under the
+// FERRY_ prefix leaves the default in place and adds one message to `problems`.
+Config parse_config(const char* const* env, std::vector<std::string>& problems);
+
+// FERRY_LOG_FILE with %p replaced by `pid` (and %% by %).
+std::string expand_log_path(std::string_view pattern, long pid);
+
+// The process-wide settings, written once at startup before any other thread runs.
+const Config& config() noexcept;
+void set_config(Config c);
+
+}  // namespace ferry

@@ -1,0 +1,70 @@
+#include "core/crash.h"
+
+#include "core/log.h"
+
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace ferry::crash {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+alignas(16) char g_altstack[64 * 1024];
+
+void on_fatal(int sig, siginfo_t* info, void*) {
+  char line[256];
+  int n = snprintf(line, sizeof line, "ferry[%ld] fatal signal %d (%s) at address %p; backtrace:\n",
+                   static_cast<long>(getpid()), sig, strsignal(sig), info ? info->si_addr : nullptr);
+  log::write_raw(line, static_cast<size_t>(n));
+  print_backtrace();
+  // SA_RESETHAND restored the default action; deliver the signal again now.
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, sig);
+  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+  raise(sig);
+}
+
+}  // namespace
+
+void print_backtrace() noexcept {
+  unw_context_t ctx;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&ctx) != 0 || unw_init_local(&cursor, &ctx) != 0) return;
+  for (int frame = 0; frame < 64 && unw_step(&cursor) > 0; ++frame) {
+    unw_word_t ip = 0, off = 0;
+    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    char name[160] = "??";
+    unw_get_proc_name(&cursor, name, sizeof name, &off);
+    Dl_info dl{};
+    const char* module = dladdr(reinterpret_cast<void*>(ip), &dl) && dl.dli_fname ? dl.dli_fname : "?";
+    char line[512];
+    int n = snprintf(line, sizeof line, "  #%-2d 0x%016lx %s+0x%lx (%s)\n", frame, static_cast<unsigned long>(ip),
+                     name, static_cast<unsigned long>(off), module);
+    log::write_raw(line, static_cast<size_t>(n < static_cast<int>(sizeof line) ? n : sizeof line - 1));
+  }
+}
+
+void install() noexcept {
+  stack_t ss{};
+  ss.ss_sp = g_altstack;
+  ss.ss_size = sizeof g_altstack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kSignals) {
+    struct sigaction old {};
+    // A handler the program installed before ferry started stays in charge.
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_DFL) continue;
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+}  // namespace ferry::crash

@@ -1,0 +1,46 @@
+#include "core/runtime.h"
+
+#include "core/config.h"
+#include "core/crash.h"
+#include "core/fdprobe.h"
+#include "core/libc.h"
+#include "core/log.h"
+#include "core/stats.h"
+
+#include <unistd.h>
+
+extern char** environ;
+
+namespace ferry::runtime {
+
+void start() noexcept {
+  static bool started = false;
+  if (started) return;
+  started = true;
+  resolve_libc();
+  std::vector<std::string> problems;
+  set_config(parse_config(environ, problems));
+  const Config& c = config();
+  log::open(c, getpid());
+  for (const auto& p : problems) FERRY_LOG(warn, "config", "%s", p.c_str());
+  if (!c.enable) {
+    FERRY_LOG(info, "runtime", "FERRY_ENABLE=0: passthrough only");
+    return;
+  }
+  if (c.backtrace) crash::install();
+  adopt_open_fds();
+  FERRY_LOG(info, "runtime", "started");
+}
+
+void finish() noexcept {
+  if (!config().stats) return;
+  std::string text = "ferry[" + std::to_string(getpid()) + "] stats:\n" + stats::format(stats::g);
+  log::write_raw(text.data(), text.size());
+}
+
+void after_fork_child() noexcept {
+  stats::reset(stats::g);
+  log::reopen_after_fork(config(), getpid());
+}
+
+}  // namespace ferry::runtime

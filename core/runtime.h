@@ -1,0 +1,13 @@
+// Process-wide start-up, fork and exit handling.
+#pragma once
+
+namespace ferry::runtime {
+
+// Resolves libc, reads FERRY_*, opens the log, adopts inherited sockets. Idempotent.
+void start() noexcept;
+// Prints the counters if FERRY_STATS asked for them.
+void finish() noexcept;
+// In a child just forked.
+void after_fork_child() noexcept;
+
+}  // namespace ferry::runtime

@@ -1,0 +1,40 @@
+#include "core/socket.h"
+
+namespace ferry {
+
+const char* to_string(Role r) noexcept {
+  switch (r) {
+    case Role::fresh: return "fresh";
+    case Role::connecting: return "connecting";
+    case Role::listener: return "listener";
+    case Role::active: return "active";
+    case Role::passive: return "passive";
+  }
+  return "?";
+}
+
+const char* to_string(Transport t) noexcept {
+  switch (t) {
+    case Transport::kernel: return "kernel";
+    case Transport::upgrading: return "upgrading";
+    case Transport::rdma: return "rdma";
+    case Transport::closing: return "closing";
+  }
+  return "?";
+}
+
+namespace {
+constexpr bool legal(Transport from, Transport to) {
+  using T = Transport;
+  return (from == T::kernel && (to == T::upgrading || to == T::closing)) ||
+         (from == T::upgrading && (to == T::rdma || to == T::kernel || to == T::closing)) ||
+         (from == T::rdma && (to == T::kernel || to == T::closing));
+}
+}  // namespace
+
+bool Socket::transition(Transport from, Transport to) noexcept {
+  if (!legal(from, to)) return false;
+  return transport_.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+
+}  // namespace ferry

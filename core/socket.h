@@ -1,0 +1,59 @@
+// What ferry knows about one TCP socket (one open file description: every fd that
+// dup() made from it shares this object).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace ferry {
+
+enum class Role : uint8_t {
+  fresh,       // socket() done; not yet listening or connected
+  connecting,  // non-blocking connect() in progress
+  listener,
+  active,      // connected by connect()
+  passive,     // returned by accept()
+};
+
+// Where the byte stream travels. Changed only through Socket::transition().
+enum class Transport : uint8_t {
+  kernel,     // kernel TCP carries the bytes
+  upgrading,  // rdma_cm handshake in flight; kernel TCP still carries the bytes
+  rdma,       // cut over: the bytes travel through the rings
+  closing,
+};
+
+const char* to_string(Role r) noexcept;
+const char* to_string(Transport t) noexcept;
+
+class Socket {
+ public:
+  Socket(int family, Role role) noexcept : family_(family), role_(role) {}
+
+  int family() const noexcept { return family_; }
+  Role role() const noexcept { return role_.load(std::memory_order_acquire); }
+  void set_role(Role r) noexcept { role_.store(r, std::memory_order_release); }
+
+  Transport transport() const noexcept { return transport_.load(std::memory_order_acquire); }
+  // The only way the transport changes: succeeds iff the legal edge `from -> to`
+  // is taken from the current state.
+  bool transition(Transport from, Transport to) noexcept;
+
+  // Options that matter once bytes bypass the kernel. Stored after the kernel
+  // accepted them, so they always mirror the kernel socket's own values.
+  std::atomic<bool> nonblocking{false};
+  std::atomic<bool> nodelay{false};
+  std::atomic<int64_t> rcvtimeo_us{0};  // 0 = wait forever
+  std::atomic<int64_t> sndtimeo_us{0};
+  std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
+
+ private:
+  const int family_;
+  std::atomic<Role> role_;
+  std::atomic<Transport> transport_{Transport::kernel};
+};
+
+using SocketRef = std::shared_ptr<Socket>;
+
+}  // namespace ferry

@@ -1,0 +1,33 @@
+// What every export shares: default visibility, and the one place where core's
+// "-errno" convention becomes libc's "-1 and errno". On success errno is left as the
+// caller had it.
+#pragma once
+
+#include "core/api.h"
+
+#include <errno.h>
+
+#define FERRY_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace ferry::preload {
+
+class Errno {
+ public:
+  template <class T>
+  T result(long r) noexcept {
+    if (r < 0) {
+      errno = static_cast<int>(-r);
+      return static_cast<T>(-1);
+    }
+    errno = saved_;
+    return static_cast<T>(r);
+  }
+
+ private:
+  int saved_ = errno;
+};
+
+}  // namespace ferry::preload
+
+// return FERRY_RESULT(type, call): the errno on entry is taken before `call` runs.
+#define FERRY_RESULT(T, call) ::ferry::preload::Errno{}.result<T>(::ferry::api::call)
