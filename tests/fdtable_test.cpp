@@ -1,0 +1,124 @@
+// The table as a data structure: growth, replacement, ranges, concurrency.
+#include "core/fdtable.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <atomic>
+#include <climits>
+#include <thread>
+#include <vector>
+
+namespace ferry {
+namespace {
+
+SocketRef make() { return std::make_shared<Socket>(AF_INET, Role::fresh); }
+
+TEST(FdTable, EmptyTableKnowsNothing) {
+  FdTable t;
+  EXPECT_EQ(t.get(0), nullptr);
+  EXPECT_EQ(t.get(-1), nullptr);
+  EXPECT_EQ(t.get(INT_MAX), nullptr);
+  EXPECT_FALSE(t.tracked(5));
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(FdTable, SetGetTake) {
+  FdTable t;
+  auto s = make();
+  ASSERT_TRUE(t.set(7, s));
+  EXPECT_EQ(t.get(7), s);
+  EXPECT_TRUE(t.tracked(7));
+  EXPECT_FALSE(t.tracked(8));
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(t.take(7), s);
+  EXPECT_EQ(t.get(7), nullptr);
+  EXPECT_EQ(t.take(7), nullptr);
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(FdTable, ReplaceKeepsCount) {
+  FdTable t;
+  auto a = make(), b = make();
+  t.set(3, a);
+  t.set(3, b);
+  EXPECT_EQ(t.get(3), b);
+  EXPECT_EQ(t.size(), 1u);
+}
+
+TEST(FdTable, NoCeilingBelowIntMax) {
+  FdTable t;
+  for (int fd : {0, 1023, 1024, 1 << 20, (1 << 20) + 1, 5'000'000, INT_MAX - 1, INT_MAX}) {
+    auto s = make();
+    ASSERT_TRUE(t.set(fd, s)) << fd;
+    EXPECT_EQ(t.get(fd), s) << fd;
+  }
+  EXPECT_FALSE(t.set(-1, make()));
+  EXPECT_EQ(t.size(), 8u);
+}
+
+TEST(FdTable, SharedObjectOutlivesOneFd) {
+  FdTable t;
+  auto s = make();
+  t.set(4, s);
+  t.set(9, s);  // dup
+  t.take(4);
+  EXPECT_EQ(t.get(9), s);
+  EXPECT_EQ(s.use_count(), 2);
+}
+
+TEST(FdTable, TakeRangeAcrossLeavesAndGaps) {
+  FdTable t;
+  std::vector<int> fds = {2, 3, 1500, 2047, 2048, 3'000'000, INT_MAX};
+  for (int fd : fds) t.set(fd, make());
+  t.take_range(3, 2047);
+  EXPECT_TRUE(t.tracked(2));
+  EXPECT_FALSE(t.tracked(3));
+  EXPECT_FALSE(t.tracked(1500));
+  EXPECT_FALSE(t.tracked(2047));
+  EXPECT_TRUE(t.tracked(2048));
+  t.take_range(2049, ~0u);  // close_range(x, ~0U) form
+  EXPECT_TRUE(t.tracked(2048));
+  EXPECT_FALSE(t.tracked(3'000'000));
+  EXPECT_FALSE(t.tracked(INT_MAX));
+  EXPECT_EQ(t.size(), 2u);
+  t.take_range(0, 0);
+  EXPECT_TRUE(t.tracked(2));
+}
+
+TEST(FdTable, ForEachInOrder) {
+  FdTable t;
+  for (int fd : {900, 5, 70000, 6}) t.set(fd, make());
+  std::vector<int> seen;
+  t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
+  EXPECT_EQ(seen, (std::vector<int>{5, 6, 900, 70000}));
+}
+
+TEST(FdTable, ConcurrentReadersAndWriters) {
+  FdTable t;
+  std::atomic<bool> stop{false};
+  std::atomic<long> hits{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        for (int fd = 0; fd < 4096; fd += 7) {
+          if (SocketRef s = t.get(fd)) {
+            EXPECT_EQ(s->family(), AF_INET);
+            hits.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (int round = 0; round < 200; ++round) {
+    for (int fd = 0; fd < 4096; fd += 7) t.set(fd, make());
+    for (int fd = 0; fd < 4096; fd += 14) t.take(fd);
+  }
+  stop = true;
+  for (auto& th : readers) th.join();
+  EXPECT_GT(hits.load(), 0);
+}
+
+}  // namespace
+}  // namespace ferry
