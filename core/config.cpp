@@ -51,6 +51,9 @@ const std::vector<Setting>& settings() {
       {{"FERRY_STATS", "0", "1 prints ferry's counters to the log when the process exits."},
        [](std::string_view v, Config& c) { return parse_bool(v, c.stats); },
        "0 or 1"},
+      {{"FERRY_LIBRARY", "(found)", "Launcher only: the libferry.so to preload, when not next to the ferry program."},
+       [](std::string_view v, Config&) { return !v.empty(); },
+       "a file path"},
   };
   return all;
 }

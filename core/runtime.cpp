@@ -27,6 +27,7 @@ void start() noexcept {
     FERRY_LOG(info, "runtime", "FERRY_ENABLE=0: passthrough only");
     return;
   }
+  stats::publish(getpid(), stats::Start::keep);
   if (c.backtrace) crash::install();
   adopt_open_fds();
   FERRY_LOG(info, "runtime", "started");
@@ -34,12 +35,12 @@ void start() noexcept {
 
 void finish() noexcept {
   if (!config().stats) return;
-  std::string text = "ferry[" + std::to_string(getpid()) + "] stats:\n" + stats::format(stats::g);
+  std::string text = stats::format(stats::g);
   log::write_raw(text.data(), text.size());
 }
 
 void after_fork_child() noexcept {
-  stats::reset(stats::g);
+  if (config().enable) stats::publish(getpid(), stats::Start::zero);
   log::reopen_after_fork(config(), getpid());
 }
 

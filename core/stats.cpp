@@ -1,6 +1,12 @@
 #include "core/stats.h"
 
+#include <cerrno>
+#include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace ferry::stats {
 
@@ -9,6 +15,8 @@ constinit Counters g;
 std::string format(const Counters& c) {
   std::string out;
   char line[192];
+  snprintf(line, sizeof line, "ferry[%llu] counters:\n", static_cast<unsigned long long>(c.pid));
+  out += line;
 #define FERRY_STAT_LINE(name, desc)                                                      \
   snprintf(line, sizeof line, "  %-22s %14llu  # %s\n", #name,                           \
            static_cast<unsigned long long>(c.name.load(std::memory_order_relaxed)), desc); \
@@ -18,10 +26,49 @@ std::string format(const Counters& c) {
   return out;
 }
 
-void reset(Counters& c) noexcept {
-#define FERRY_STAT_RESET(name, desc) c.name.store(0, std::memory_order_relaxed);
-  FERRY_STATS_LIST(FERRY_STAT_RESET)
-#undef FERRY_STAT_RESET
+void publish(long pid, Start start) noexcept {
+  int fd = memfd_create("ferry-stats", MFD_CLOEXEC);
+  if (fd < 0) return;
+  Counters snapshot;
+  if (start == Start::keep) {
+#define FERRY_STAT_COPY(name, desc) snapshot.name.store(g.name.load(std::memory_order_relaxed));
+    FERRY_STATS_LIST(FERRY_STAT_COPY)
+#undef FERRY_STAT_COPY
+  }
+  snapshot.pid = static_cast<uint64_t>(pid);
+  if (pwrite(fd, &snapshot, sizeof snapshot, 0) == static_cast<ssize_t>(sizeof snapshot)) {
+    // Counts made between the copy and the switch are lost; this runs before the
+    // program has threads (or, after fork, in the child's only thread).
+    mmap(&g, sizeof g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  }
+  close(fd);
 }
+
+std::string read_process(long pid, Counters& out) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+  FILE* maps = fopen(path, "re");
+  if (!maps) return std::string("cannot read ") + path + ": " + strerror(errno);
+  uintptr_t start = 0, end = 0;
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, maps)) {
+    if (strstr(line, "/memfd:ferry-stats") && sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &start, &end) == 2 &&
+        end - start >= sizeof(Counters))
+      found = true;
+  }
+  fclose(maps);
+  if (!found) return "process " + std::to_string(pid) + " does not run ferry (no ferry-stats mapping)";
+  snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot open ") + path + ": " + strerror(errno);
+  ssize_t n = pread(fd, &out, sizeof out, static_cast<off_t>(start));
+  int err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(sizeof out)) return std::string("cannot read the counters: ") + strerror(err);
+  if (out.magic != kMagic) return "the counters have an unknown layout (another ferry version?)";
+  return {};
+}
+
 
 }  // namespace ferry::stats

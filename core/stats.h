@@ -1,4 +1,6 @@
-// Per-process counters. Relaxed atomic increments only; read by FERRY_STATS at exit.
+// Per-process counters. Relaxed atomic increments only. They live in a shared memory
+// page of their own, so `ferry stat PID` can read them from a running process, and
+// FERRY_STATS=1 prints them at exit.
 #pragma once
 
 #include <atomic>
@@ -19,19 +21,33 @@ namespace ferry::stats {
   X(bytes_rdma_sent, "bytes sent over RDMA")                                     \
   X(bytes_rdma_received, "bytes received over RDMA")
 
-struct Counters {
+constexpr uint64_t kMagic = 0x3176617473797266;  // "frystav1"
+
+// Whole pages, page-aligned: publish() maps shared memory over this very object, so the
+// hot path addresses it directly with no pointer to follow.
+struct alignas(4096) Counters {
+  uint64_t magic = kMagic;
+  uint64_t pid = 0;
 #define FERRY_STAT_FIELD(name, desc) alignas(64) std::atomic<uint64_t> name{0};
   FERRY_STATS_LIST(FERRY_STAT_FIELD)
 #undef FERRY_STAT_FIELD
 };
+static_assert(sizeof(Counters) % 4096 == 0);
 
 extern Counters g;
+
+// Moves g onto a shared memory page that other processes can read. At start the
+// values are kept; a forked child (which must not write into its parent's page)
+// starts from zero.
+enum class Start { keep, zero };
+void publish(long pid, Start start) noexcept;
+
+// Reads the counters of a running ferry process; "" on success, else why not.
+std::string read_process(long pid, Counters& out);
 
 inline void add(std::atomic<uint64_t>& c, uint64_t n) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
 
 // "name value  # description" lines, one per counter.
 std::string format(const Counters& c);
-// In a forked child the parent's counts are not the child's.
-void reset(Counters& c) noexcept;
 
 }  // namespace ferry::stats

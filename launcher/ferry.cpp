@@ -1,5 +1,6 @@
 // ferry [--] PROGRAM [ARGS...]: runs PROGRAM with libferry.so preloaded.
 #include "core/config.h"
+#include "core/stats.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -16,6 +17,7 @@ namespace {
 void usage(FILE* out) {
   fprintf(out,
           "usage: ferry [--] PROGRAM [ARGS...]\n"
+          "       ferry stat PID       print the counters of a running process under ferry\n"
           "       ferry --help | --version\n\n"
           "Runs PROGRAM with libferry.so preloaded: its TCP connections move to RDMA when both\n"
           "ends run ferry on an RDMA fabric, and stay on kernel TCP otherwise.\n\n"
@@ -38,6 +40,23 @@ std::string find_library() {
   return {};
 }
 
+int stat(const char* pid_text) {
+  char* end = nullptr;
+  long pid = strtol(pid_text, &end, 10);
+  if (!end || *end || pid <= 0) {
+    fprintf(stderr, "ferry stat: not a process id: %s\n", pid_text);
+    return 2;
+  }
+  static ferry::stats::Counters counters;
+  std::string error = ferry::stats::read_process(pid, counters);
+  if (!error.empty()) {
+    fprintf(stderr, "ferry stat: %s\n", error.c_str());
+    return 1;
+  }
+  fputs(ferry::stats::format(counters).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,6 +69,7 @@ int main(int argc, char** argv) {
     printf("ferry 0.1.0\n");
     return 0;
   }
+  if (first + 1 < argc && !strcmp(argv[first], "stat")) return stat(argv[first + 1]);
   if (first < argc && !strcmp(argv[first], "--")) ++first;
   if (first >= argc) {
     usage(stderr);

@@ -1,0 +1,48 @@
+#include "core/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ferry::stats {
+namespace {
+
+TEST(Stats, PublishedCountersAreReadableFromOutside) {
+  add(g.bytes_tcp_sent, 5);
+  uint64_t before = g.bytes_tcp_sent.load();
+  publish(getpid(), Start::keep);
+  EXPECT_EQ(g.bytes_tcp_sent.load(), before);  // values kept across the switch
+  add(g.bytes_tcp_sent, 1000);
+  static Counters seen;
+  ASSERT_EQ(read_process(getpid(), seen), "");
+  EXPECT_EQ(seen.bytes_tcp_sent.load(), before + 1000);
+  EXPECT_EQ(seen.pid, static_cast<uint64_t>(getpid()));
+  EXPECT_NE(format(seen).find("bytes_tcp_sent"), std::string::npos);
+}
+
+TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
+  publish(getpid(), Start::keep);
+  add(g.connections_passive, 3);
+  uint64_t parent = g.connections_passive.load();
+  pid_t pid = fork();
+  if (pid == 0) {
+    publish(getpid(), Start::zero);
+    bool zero = g.connections_passive.load() == 0;
+    add(g.connections_passive, 100);
+    _exit(zero ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(g.connections_passive.load(), parent);
+}
+
+TEST(Stats, NonFerryProcessIsReportedAsSuch) {
+  static Counters seen;
+  EXPECT_NE(read_process(1, seen).find("does not run ferry"), std::string::npos);
+  EXPECT_NE(read_process(999999999, seen), "");
+}
+
+}  // namespace
+}  // namespace ferry::stats
