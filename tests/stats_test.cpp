@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,7 +41,16 @@ TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
 
 TEST(Stats, NonFerryProcessIsReportedAsSuch) {
   static Counters seen;
-  EXPECT_NE(read_process(1, seen).find("does not run ferry"), std::string::npos);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sleep", "sleep", "5", nullptr);
+    _exit(127);
+  }
+  usleep(200000);
+  std::string why = read_process(pid, seen);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_NE(why.find("does not run ferry"), std::string::npos) << why;
   EXPECT_NE(read_process(999999999, seen), "");
 }
 
