@@ -10,11 +10,29 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cxxabi.h>
+
 namespace ferry::crash {
 namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 alignas(16) char g_altstack[64 * 1024];
+// Allocated at install time so that demangling a dying process's frames does not need
+// the allocator (which may be what crashed).
+char* g_demangled = nullptr;
+size_t g_demangled_size = 0;
+
+const char* demangle(const char* name) {
+  if (!g_demangled) return name;
+  int status = -1;
+  size_t size = g_demangled_size;
+  char* out = abi::__cxa_demangle(name, g_demangled, &size, &status);
+  if (status != 0 || !out) return name;
+  g_demangled = out;
+  g_demangled_size = size > g_demangled_size ? size : g_demangled_size;
+  return out;
+}
 
 void on_fatal(int sig, siginfo_t* info, void*) {
   char line[256];
@@ -36,7 +54,17 @@ void print_backtrace() noexcept {
   unw_context_t ctx;
   unw_cursor_t cursor;
   if (unw_getcontext(&ctx) != 0 || unw_init_local(&cursor, &ctx) != 0) return;
-  for (int frame = 0; frame < 64 && unw_step(&cursor) > 0; ++frame) {
+  // Inside a signal handler, start at the frame that received the signal (libunwind
+  // positions a cursor past the trampoline when it reports the signal frame).
+  unw_cursor_t probe = cursor;
+  for (int i = 0; i < 8 && unw_step(&probe) > 0;) {
+    ++i;
+    if (unw_is_signal_frame(&probe) > 0) {
+      cursor = probe;
+      break;
+    }
+  }
+  for (int frame = 0; frame < 64; ++frame) {
     unw_word_t ip = 0, off = 0;
     unw_get_reg(&cursor, UNW_REG_IP, &ip);
     char name[160] = "??";
@@ -45,12 +73,15 @@ void print_backtrace() noexcept {
     const char* module = dladdr(reinterpret_cast<void*>(ip), &dl) && dl.dli_fname ? dl.dli_fname : "?";
     char line[512];
     int n = snprintf(line, sizeof line, "  #%-2d 0x%016lx %s+0x%lx (%s)\n", frame, static_cast<unsigned long>(ip),
-                     name, static_cast<unsigned long>(off), module);
+                     demangle(name), static_cast<unsigned long>(off), module);
     log::write_raw(line, static_cast<size_t>(n < static_cast<int>(sizeof line) ? n : sizeof line - 1));
+    if (unw_step(&cursor) <= 0) break;
   }
 }
 
 void install() noexcept {
+  g_demangled_size = 4096;
+  g_demangled = static_cast<char*>(malloc(g_demangled_size));
   stack_t ss{};
   ss.ss_sp = g_altstack;
   ss.ss_size = sizeof g_altstack;

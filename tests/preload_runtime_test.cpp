@@ -1,0 +1,73 @@
+// The preloaded library's own behaviour in a real process: crash backtraces that keep
+// the exit status, and a log descriptor that survives a program closing everything.
+#include <gtest/gtest.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result run(const std::string& env, const char* arg) {
+  std::string cmd = "env " + env + " LD_PRELOAD=" FERRY_LIBRARY_PATH " " FERRY_CRASH_HELPER " " + arg + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r{-1, {}};
+  char buf[4096];
+  for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) r.output.append(buf, n);
+  r.status = p ? pclose(p) : -1;
+  return r;
+}
+
+// popen runs the command under sh, which reports a signal death as 128+N.
+bool died_of(const Result& r, int sig) { return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 128 + sig; }
+
+TEST(PreloadRuntime, BacktraceOnFatalSignalKeepsTheExitStatus) {
+  Result r = run("FERRY_BACKTRACE=1", "segv");
+  EXPECT_TRUE(died_of(r, SIGSEGV)) << r.status << "\n" << r.output;
+  EXPECT_NE(r.output.find("fatal signal 11"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("crash_here"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("main"), std::string::npos) << r.output;
+}
+
+TEST(PreloadRuntime, NoBacktraceUnlessAsked) {
+  Result r = run("", "segv");
+  EXPECT_TRUE(died_of(r, SIGSEGV)) << r.status;
+  EXPECT_EQ(r.output.find("fatal signal"), std::string::npos) << r.output;
+}
+
+TEST(PreloadRuntime, LogFileSurvivesAProgramThatClosesEverything) {
+  char dir[] = "/tmp/ferry-log-test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string pattern = std::string(dir) + "/ferry.%p.log";
+  Result r = run("FERRY_STATS=1 FERRY_LOG=info FERRY_LOG_FILE=" + pattern, "closeall");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
+  std::string listing;
+  FILE* ls = popen((std::string("cat ") + dir + "/ferry.*.log").c_str(), "r");
+  char buf[4096];
+  for (size_t n; ls && (n = fread(buf, 1, sizeof buf, ls)) > 0;) listing.append(buf, n);
+  pclose(ls);
+  EXPECT_NE(listing.find("started"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("counters:"), std::string::npos) << listing;  // written at exit, after all the closing
+  EXPECT_EQ(r.output.find("ferry["), std::string::npos) << r.output;  // nothing leaked onto the app's stdout
+  system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(PreloadRuntime, MalformedSettingGivesOneMessageAndTheProgramRuns) {
+  Result r = run("FERRY_LOG=chatty FERRY_NOPE=1", "nothing");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);  // the helper's own answer
+  EXPECT_NE(r.output.find("malformed FERRY_LOG=\"chatty\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unknown setting FERRY_NOPE"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;
+}
+
+}  // namespace
