@@ -19,8 +19,9 @@ void usage(FILE* out) {
           "usage: ferry [--] PROGRAM [ARGS...]\n"
           "       ferry stat PID       print the counters of a running process under ferry\n"
           "       ferry --help | --version\n\n"
-          "Runs PROGRAM with libferry.so preloaded: its TCP connections move to RDMA when both\n"
-          "ends run ferry on an RDMA fabric, and stay on kernel TCP otherwise.\n\n"
+          "Runs PROGRAM with libferry.so preloaded. TCP connections whose two ends run ferry\n"
+          "on an RDMA fabric are meant to move to RDMA; this version carries every connection\n"
+          "on kernel TCP (see README.md, \"What works\").\n\n"
           "Settings are read from the environment (FERRY_NAME=value ferry PROGRAM):\n");
   for (const auto& s : ferry::setting_docs()) fprintf(out, "  %-16s default %-9s %s\n", s.name, s.fallback, s.help);
   fprintf(out, "\nThe library is found next to this program (or in ../lib); FERRY_LIBRARY overrides the path.\n");
