@@ -13,32 +13,26 @@ FdTable::~FdTable() {
   }
 }
 
+namespace {
+// The node behind `slot`, allocated (once, whichever thread wins) if missing.
+template <class Node>
+Node* node_at(std::atomic<Node*>& slot) noexcept {
+  Node* n = slot.load(std::memory_order_acquire);
+  if (n) return n;
+  Node* fresh = new (std::nothrow) Node;
+  if (!fresh) return nullptr;
+  if (slot.compare_exchange_strong(n, fresh, std::memory_order_acq_rel)) return fresh;
+  delete fresh;  // another thread grew it first; n now holds theirs
+  return n;
+}
+}  // namespace
+
 FdTable::Slot* FdTable::find_or_grow(int fd) noexcept {
   if (fd < 0) return nullptr;
   unsigned u = static_cast<unsigned>(fd);
-  auto& mid_slot = top_[u >> (kLeafBits + kMidBits)];
-  Mid* m = mid_slot.load(std::memory_order_acquire);
-  if (!m) {
-    Mid* fresh = new (std::nothrow) Mid;
-    if (!fresh) return nullptr;
-    if (mid_slot.compare_exchange_strong(m, fresh, std::memory_order_acq_rel)) {
-      m = fresh;
-    } else {
-      delete fresh;  // another thread grew it first; m now holds theirs
-    }
-  }
-  auto& leaf_slot = m->leaves[(u >> kLeafBits) & (kMid - 1)];
-  Leaf* l = leaf_slot.load(std::memory_order_acquire);
-  if (!l) {
-    Leaf* fresh = new (std::nothrow) Leaf;
-    if (!fresh) return nullptr;
-    if (leaf_slot.compare_exchange_strong(l, fresh, std::memory_order_acq_rel)) {
-      l = fresh;
-    } else {
-      delete fresh;
-    }
-  }
-  return &l->slots[u & (kLeaf - 1)];
+  Mid* m = node_at(top_[u >> (kLeafBits + kMidBits)]);
+  Leaf* l = m ? node_at(m->leaves[(u >> kLeafBits) & (kMid - 1)]) : nullptr;
+  return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
 }
 
 bool FdTable::set(int fd, SocketRef s) noexcept {

@@ -208,34 +208,36 @@ TEST(FdTableProcess, ExecKeepsInheritedSocketsAndDropsCloexecOnes) {
   api::close(udp);
 }
 
-TEST(FdTableProcess, SocketsReceivedOverScmRightsAreTracked) {
-  Pair p;
-  int unix_pair[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
+// One byte with room for one descriptor of ancillary data.
+struct OneFdMessage {
   char byte = 'x';
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  OneFdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+};
+
+TEST(FdTableProcess, SocketsReceivedOverScmRightsAreTracked) {
+  Pair p;
+  int unix_pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
+  OneFdMessage out;
+  cmsghdr* c = CMSG_FIRSTHDR(&out.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &p.client, sizeof(int));
-  ASSERT_EQ(api::sendmsg(unix_pair[0], &msg, 0), 1);
+  ASSERT_EQ(api::sendmsg(unix_pair[0], &out.msg, 0), 1);
 
-  alignas(cmsghdr) char rcontrol[CMSG_SPACE(sizeof(int))] = {};
-  msghdr rmsg{};
-  rmsg.msg_iov = &iov;
-  rmsg.msg_iovlen = 1;
-  rmsg.msg_control = rcontrol;
-  rmsg.msg_controllen = sizeof rcontrol;
-  ASSERT_EQ(api::recvmsg(unix_pair[1], &rmsg, 0), 1);
+  OneFdMessage in;
+  ASSERT_EQ(api::recvmsg(unix_pair[1], &in.msg, 0), 1);
   int received;
-  memcpy(&received, CMSG_DATA(CMSG_FIRSTHDR(&rmsg)), sizeof(int));
+  memcpy(&received, CMSG_DATA(CMSG_FIRSTHDR(&in.msg)), sizeof(int));
   ASSERT_NE(received, p.client);
   ASSERT_TRUE(fd_table().tracked(received));
   EXPECT_EQ(fd_table().get(received)->role(), Role::active);
