@@ -129,7 +129,9 @@ TEST(Ring, RandomStreamArrivesIntact) {
       }
     }
     rx.consume(r.total());
-    if (rx.credit_due(w.total() < want)) ASSERT_TRUE(tx.ack(rx.take_credit()));
+    if (rx.credit_due(w.total() < want)) {
+      ASSERT_TRUE(tx.ack(rx.take_credit()));
+    }
   }
   EXPECT_EQ(sent, total);
 }
