@@ -1,0 +1,63 @@
+// What ferry puts on the fabric besides payload bytes: the private data of the rdma_cm
+// handshake and the small control messages of an upgraded connection. Fixed layouts in
+// network byte order, decoded with full validation: everything here may come from a
+// forged or broken peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry::wire {
+
+constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
+constexpr uint8_t kVersion = 1;
+
+// A receive ring as the peer must know it to write into it.
+struct RingRef {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint64_t size = 0;
+};
+
+// Client -> server, in the CM connect request: which TCP connection this upgrades
+// (seen from the client: its source port and the server port it connected to) and
+// the client's ring.
+struct Hello {
+  uint16_t client_port = 0;
+  uint16_t server_port = 0;
+  RingRef ring;
+};
+constexpr size_t kHelloSize = 32;  // within the 56 bytes a CM REQ carries for rdma_cm
+
+// Server -> client, in the CM accept: the server's ring.
+struct Welcome {
+  RingRef ring;
+};
+constexpr size_t kWelcomeSize = 28;
+
+enum class Error { ok, too_short, bad_magic, bad_version, bad_ring, bad_port };
+const char* to_string(Error e);
+
+void encode(const Hello& h, uint8_t out[kHelloSize]);
+void encode(const Welcome& w, uint8_t out[kWelcomeSize]);
+// `len` may exceed the layout (transports pad private data); it may not fall short.
+Error decode(const void* data, size_t len, Hello& out);
+Error decode(const void* data, size_t len, Welcome& out);
+
+// Control messages travel as 16-byte SENDs, in order with the data writes.
+enum class Op : uint8_t {
+  cutover = 1,  // value: bytes the sender sent on TCP before switching to RDMA
+  credit = 2,   // value: receiver's consumer cursor
+  blocked = 3,  // value: sender's write cursor; the sender waits for credit
+  fin = 4,      // value: sender's final write cursor; no more data (shutdown(SHUT_WR) / close)
+};
+struct Control {
+  Op op = Op::credit;
+  uint64_t value = 0;
+};
+constexpr size_t kControlSize = 16;
+
+void encode(const Control& c, uint8_t out[kControlSize]);
+bool decode(const void* data, size_t len, Control& out);
+
+}  // namespace ferry::wire

@@ -1,0 +1,103 @@
+#include "core/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+namespace ferry::wire {
+namespace {
+
+Hello sample_hello() {
+  Hello h;
+  h.client_port = 51234;
+  h.server_port = 6379;
+  h.ring = {0x7f00deadbeef000, 0x1234abcd, 1 << 20};
+  return h;
+}
+
+TEST(Wire, HelloRoundTrip) {
+  uint8_t buf[56] = {};  // the transport pads private data to its maximum
+  encode(sample_hello(), buf);
+  Hello h;
+  ASSERT_EQ(decode(buf, sizeof buf, h), Error::ok);
+  EXPECT_EQ(h.client_port, 51234);
+  EXPECT_EQ(h.server_port, 6379);
+  EXPECT_EQ(h.ring.addr, 0x7f00deadbeef000u);
+  EXPECT_EQ(h.ring.rkey, 0x1234abcdu);
+  EXPECT_EQ(h.ring.size, 1u << 20);
+}
+
+TEST(Wire, WelcomeRoundTrip) {
+  uint8_t buf[kWelcomeSize];
+  Welcome w;
+  w.ring = {4096, 7, 65536};
+  encode(w, buf);
+  Welcome got;
+  ASSERT_EQ(decode(buf, sizeof buf, got), Error::ok);
+  EXPECT_EQ(got.ring.addr, 4096u);
+  EXPECT_EQ(got.ring.rkey, 7u);
+  EXPECT_EQ(got.ring.size, 65536u);
+}
+
+TEST(Wire, MalformedHellosAreRejectedAndLeaveTheOutputAlone) {
+  uint8_t good[kHelloSize];
+  encode(sample_hello(), good);
+  Hello out;
+  out.client_port = 99;
+  uint8_t b[kHelloSize];
+
+  EXPECT_EQ(decode(good, kHelloSize - 1, out), Error::too_short);
+  EXPECT_EQ(decode(nullptr, 100, out), Error::too_short);
+  memcpy(b, good, sizeof b);
+  b[0] ^= 1;
+  EXPECT_EQ(decode(b, sizeof b, out), Error::bad_magic);
+  memcpy(b, good, sizeof b);
+  b[4] = 2;
+  EXPECT_EQ(decode(b, sizeof b, out), Error::bad_version);
+  Hello h = sample_hello();
+  for (uint64_t size : {uint64_t{0}, uint64_t{1000}, uint64_t{2048}, uint64_t{1} << 31, ~uint64_t{0}}) {
+    h.ring.size = size;
+    encode(h, b);
+    EXPECT_EQ(decode(b, sizeof b, out), Error::bad_ring) << size;
+  }
+  h = sample_hello();
+  h.ring.addr = 0;
+  encode(h, b);
+  EXPECT_EQ(decode(b, sizeof b, out), Error::bad_ring);
+  h = sample_hello();
+  h.client_port = 0;
+  encode(h, b);
+  EXPECT_EQ(decode(b, sizeof b, out), Error::bad_port);
+  EXPECT_EQ(out.client_port, 99);  // untouched by every failure
+}
+
+TEST(Wire, RandomBytesNeverDecodeAsAHello) {
+  std::mt19937 rng(1);
+  uint8_t b[56];
+  Hello out;
+  for (int i = 0; i < 100000; ++i) {
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    EXPECT_NE(decode(b, sizeof b, out), Error::ok);
+  }
+}
+
+TEST(Wire, ControlRoundTripAndRejects) {
+  uint8_t buf[kControlSize];
+  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin}) {
+    encode(Control{op, 0x0123456789abcdefULL}, buf);
+    Control c;
+    ASSERT_TRUE(decode(buf, sizeof buf, c));
+    EXPECT_EQ(c.op, op);
+    EXPECT_EQ(c.value, 0x0123456789abcdefULL);
+  }
+  Control c;
+  EXPECT_FALSE(decode(buf, sizeof buf - 1, c));
+  buf[0] = 0;
+  EXPECT_FALSE(decode(buf, sizeof buf, c));
+  buf[0] = 99;
+  EXPECT_FALSE(decode(buf, sizeof buf, c));
+}
+
+}  // namespace
+}  // namespace ferry::wire
