@@ -1,0 +1,322 @@
+#include "core/channel.h"
+
+#include <arpa/inet.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace ferry {
+namespace {
+
+constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+constexpr uint32_t kSlot = wire::kControlSize;
+
+// Copies between an iovec list and ring segments.
+template <class Copy>
+void walk(const iovec* iov, int iovcnt, const ring::Span& span, Copy copy) {
+  int v = 0;
+  size_t voff = 0;
+  for (int p = 0; p < span.count; ++p) {
+    uint64_t off = span.part[p].offset, left = span.part[p].length;
+    while (left > 0 && v < iovcnt) {
+      size_t n = iov[v].iov_len - voff < left ? iov[v].iov_len - voff : left;
+      copy(static_cast<uint8_t*>(iov[v].iov_base) + voff, off, n);
+      off += n;
+      left -= n;
+      voff += n;
+      if (voff == iov[v].iov_len) {
+        ++v;
+        voff = 0;
+      }
+    }
+  }
+}
+
+size_t iov_total(const iovec* iov, int iovcnt) {
+  size_t t = 0;
+  for (int i = 0; i < iovcnt; ++i) t += iov[i].iov_len;
+  return t;
+}
+
+}  // namespace
+
+std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std::string& why) {
+  if (!ring::valid_capacity(ring_size)) {
+    why = "ring size " + std::to_string(ring_size) + " is not a power of two in [4 KiB, 1 GiB]";
+    return nullptr;
+  }
+  std::unique_ptr<Channel> c(new Channel);
+  c->device_ = rdma::device_for(id->verbs, why);
+  if (!c->device_) return nullptr;
+  ibv_pd* pd = c->device_->pd.get();
+  c->rx_size_ = ring_size;
+  c->rx_ = ring::RxRing(ring_size);
+  c->rx_buf_ = rdma::allocate(ring_size);
+  c->ctl_recv_buf_ = rdma::allocate(kRecvSlots * kSlot);
+  c->ctl_send_buf_ = rdma::allocate(kSendDepth * kSlot);
+  if (!c->rx_buf_ || !c->ctl_recv_buf_ || !c->ctl_send_buf_) {
+    why = "out of memory for the rings";
+    return nullptr;
+  }
+  // Only the ring accepts remote writes; control buffers are local.
+  c->rx_mr_.reset(ibv_reg_mr(pd, c->rx_buf_.get(), ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  c->ctl_recv_mr_.reset(ibv_reg_mr(pd, c->ctl_recv_buf_.get(), kRecvSlots * kSlot, IBV_ACCESS_LOCAL_WRITE));
+  c->ctl_send_mr_.reset(ibv_reg_mr(pd, c->ctl_send_buf_.get(), kSendDepth * kSlot, 0));
+  if (!c->rx_mr_ || !c->ctl_recv_mr_ || !c->ctl_send_mr_) {
+    why = std::string("ibv_reg_mr: ") + strerror(errno);
+    return nullptr;
+  }
+  c->cq_.reset(ibv_create_cq(id->verbs, kSendDepth + kRecvSlots + 16, c.get(), c->device_->events.get(), 0));
+  if (!c->cq_) {
+    why = std::string("ibv_create_cq: ") + strerror(errno);
+    return nullptr;
+  }
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = c->cq_.get();
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = kSendDepth;
+  attr.cap.max_recv_wr = kRecvSlots;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = kInlineWanted;
+  if (rdma_create_qp(id.get(), pd, &attr) != 0) {
+    attr.cap.max_inline_data = 0;
+    if (rdma_create_qp(id.get(), pd, &attr) != 0) {
+      why = std::string("rdma_create_qp: ") + strerror(errno);
+      return nullptr;
+    }
+  }
+  c->max_inline_ = attr.cap.max_inline_data;
+  c->id_ = std::move(id);
+  for (int i = 0; i < kRecvSlots; ++i) {
+    if (!c->post_recv_st(i)) {
+      why = std::string("ibv_post_recv: ") + strerror(errno);
+      return nullptr;
+    }
+  }
+  c->arm_st();
+  return c;
+}
+
+Channel::~Channel() = default;
+
+wire::RingRef Channel::local_ring() const {
+  return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
+}
+
+bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
+  if (!ring::valid_capacity(peer.size)) {
+    why = "peer ring size out of range";
+    return false;
+  }
+  tx_buf_ = rdma::allocate(peer.size);
+  if (!tx_buf_) {
+    why = "out of memory for the send staging area";
+    return false;
+  }
+  tx_mr_.reset(ibv_reg_mr(device_->pd.get(), tx_buf_.get(), peer.size, 0));
+  if (!tx_mr_) {
+    why = std::string("ibv_reg_mr: ") + strerror(errno);
+    return false;
+  }
+  tx_ = ring::TxWindow(peer.size);
+  peer_addr_ = peer.addr;
+  peer_rkey_ = peer.rkey;
+  peer_known_ = true;
+  return true;
+}
+
+uint64_t Channel::registered_bytes() const {
+  return rx_size_ + (tx_mr_ ? tx_mr_->length : 0) + kRecvSlots * kSlot + kSendDepth * kSlot;
+}
+
+bool Channel::post_recv_st(int slot) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(ctl_recv_buf_.get() + slot * kSlot), kSlot, ctl_recv_mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = kRecvTag | static_cast<uint64_t>(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(id_->qp, &wr, &bad) == 0;
+}
+
+// Send-queue room for `wrs` more work requests, polling completions while it is full.
+bool Channel::reserve_sq_st(int wrs) {
+  while (sq_outstanding_ + wrs > kSendDepth) {
+    progress_st();
+    if (failed()) return false;
+  }
+  return true;
+}
+
+// One signaled request per kSignalEvery: its completion retires the whole batch.
+uint32_t Channel::signal_flag_st(int wrs) {
+  sq_outstanding_ += wrs;
+  unsignaled_ += wrs;
+  if (unsignaled_ >= kSignalEvery) return IBV_SEND_SIGNALED;
+  return 0;
+}
+
+bool Channel::post_write_st(const ring::Span& span) {
+  if (!reserve_sq_st(span.count)) return false;
+  ibv_sge sge[2];
+  ibv_send_wr wr[2]{};
+  for (int i = 0; i < span.count; ++i) {
+    sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + span.part[i].offset),
+              static_cast<uint32_t>(span.part[i].length), tx_mr_->lkey};
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].wr.rdma.remote_addr = peer_addr_ + span.part[i].offset;
+    wr[i].wr.rdma.rkey = peer_rkey_;
+    if (span.part[i].length <= max_inline_) wr[i].send_flags |= IBV_SEND_INLINE;
+    if (i + 1 < span.count) wr[i].next = &wr[i + 1];
+  }
+  // The last request carries the total: its completion at the peer lands the bytes.
+  ibv_send_wr& last = wr[span.count - 1];
+  last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  last.imm_data = htonl(static_cast<uint32_t>(span.total()));
+  uint32_t flag = signal_flag_st(span.count);
+  last.send_flags |= flag;
+  last.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
+  if (flag) unsignaled_ = 0;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, wr, &bad) != 0) {
+    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool Channel::post_control_st(wire::Op op, uint64_t value) {
+  if (failed() || !reserve_sq_st(1)) return false;
+  uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
+  ctl_next_ = (ctl_next_ + 1) % kSendDepth;
+  wire::encode(wire::Control{op, value}, slot);
+  ibv_sge sge{reinterpret_cast<uint64_t>(slot), kSlot, ctl_send_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  if (kSlot <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+  uint32_t flag = signal_flag_st(1);
+  wr.send_flags |= flag;
+  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
+  if (flag) unsignaled_ = 0;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
+  if (!peer_known_ || failed()) return 0;
+  size_t want = iov_total(iov, iovcnt);
+  if (want > max) want = max;
+  ring::Span span = tx_.reserve(want);
+  if (span.total() == 0) {
+    if (want > 0 && blocked_sent_at_ != tx_.written()) {
+      blocked_sent_at_ = tx_.written();
+      post_control_st(wire::Op::blocked, tx_.written());
+    }
+    return 0;
+  }
+  walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(tx_buf_.get() + off, app, n); });
+  if (!post_write_st(span)) return 0;
+  tx_.commit(span.total());
+  return span.total();
+}
+
+size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
+  ring::Span span = rx_.peek(iov_total(iov, iovcnt));
+  walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(app, rx_buf_.get() + off, n); });
+  if (peek || span.total() == 0) return span.total();
+  rx_.consume(span.total());
+  if (rx_.credit_due(peer_blocked_)) {
+    peer_blocked_ = false;
+    post_control_st(wire::Op::credit, rx_.take_credit());
+  }
+  return span.total();
+}
+
+void Channel::handle_control_st(const wire::Control& c) {
+  switch (c.op) {
+    case wire::Op::credit:
+      if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
+      break;
+    case wire::Op::blocked:
+      peer_blocked_ = true;
+      if (rx_.credit_due(true)) {
+        peer_blocked_ = false;
+        post_control_st(wire::Op::credit, rx_.take_credit());
+      }
+      break;
+    case wire::Op::cutover:
+      peer_cutover_known_ = true;
+      peer_cutover_ = c.value;
+      break;
+    case wire::Op::fin:
+      if (c.value != rx_.produced()) fail_st("peer's final cursor does not match the bytes received");
+      peer_fin_ = true;
+      break;
+  }
+}
+
+bool Channel::progress_st() {
+  bool changed = false;
+  ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(cq_.get(), 16, wc);
+    if (n < 0) {
+      fail_st("ibv_poll_cq failed");
+      return true;
+    }
+    if (n == 0) break;
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& w = wc[i];
+      if (w.status != IBV_WC_SUCCESS) {
+        fail_st(std::string("completion error: ") + ibv_wc_status_str(w.status));
+        changed = true;
+        continue;
+      }
+      if (w.wr_id & kRecvTag) {
+        int slot = static_cast<int>(w.wr_id & ~kRecvTag);
+        if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          if (!rx_.land(ntohl(w.imm_data))) fail_st("peer wrote past the credits it was given");
+        } else {
+          wire::Control c;
+          if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
+            handle_control_st(c);
+          } else {
+            fail_st("malformed control message");
+          }
+        }
+        if (!post_recv_st(slot)) fail_st("ibv_post_recv failed");
+        changed = true;
+      } else {
+        sq_outstanding_ -= static_cast<int>(w.wr_id);
+        changed = true;  // send space may have opened up
+      }
+    }
+  }
+  if (changed) seq_.fetch_add(1, std::memory_order_release);
+  return changed;
+}
+
+void Channel::arm_st() { ibv_req_notify_cq(cq_.get(), 0); }
+
+void Channel::fail_st(const std::string& why) {
+  if (error_.empty()) error_ = why;
+}
+
+void Channel::notify() {
+  seq_.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+}  // namespace ferry

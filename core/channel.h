@@ -1,0 +1,107 @@
+// One upgraded connection's RDMA side: an RC queue pair, the receive ring the peer
+// writes into, a send staging area mirroring the peer's ring, and small buffers for
+// control messages. It moves bytes and control messages; it knows nothing of sockets.
+//
+// Threading: every *_st function needs mu() held. Whoever holds it may poll the CQ
+// (progress_st), so app threads can make progress inline and the poller thread covers
+// the rest. Waiters watch seq(), which changes whenever progress_st changed something.
+#pragma once
+
+#include "core/rdma.h"
+#include "core/ring.h"
+#include "core/wire.h"
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ferry {
+
+class Channel {
+ public:
+  static constexpr int kRecvSlots = 256;
+  static constexpr int kSendDepth = 256;
+  static constexpr int kSignalEvery = 32;
+  static constexpr uint32_t kInlineWanted = 128;
+  static_assert(kSendDepth % kSignalEvery == 0 && kSignalEvery * 2 <= kSendDepth);
+
+  // Builds the QP and the local ring on `id` (route resolved, or a connect request),
+  // taking ownership of id. Null with `why` on any failure; nothing leaks.
+  static std::unique_ptr<Channel> create(rdma::CmId id, uint64_t ring_size, std::string& why);
+  ~Channel();
+
+  rdma_cm_id* id() const { return id_.get(); }
+  wire::RingRef local_ring() const;
+  // The peer's ring, from its Hello or Welcome: sizes the staging area.
+  bool set_peer(const wire::RingRef& peer, std::string& why);
+  uint64_t registered_bytes() const;
+
+  std::mutex& mu() { return mu_; }
+  std::atomic<uint32_t>& seq() { return seq_; }
+
+  // Copies up to `max` bytes from iov into the peer's ring; returns how many (0 when
+  // the ring is full, after telling the peer it is blocked). Never blocks.
+  size_t send_st(const iovec* iov, int iovcnt, size_t max);
+  // Copies up to the iov's size from the ring; `peek` leaves the bytes in place.
+  size_t recv_st(const iovec* iov, int iovcnt, bool peek);
+  size_t readable_st() const { return rx_.readable(); }
+  size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
+  uint64_t unacked_st() const { return tx_.in_flight(); }
+  bool post_control_st(wire::Op op, uint64_t value);
+
+  // Polls the CQ and applies what arrived. True when something changed.
+  bool progress_st();
+  // Re-arms completion notification (the poller calls this after each event).
+  void arm_st();
+
+  // What the peer told us (valid under mu).
+  bool peer_cutover_known() const { return peer_cutover_known_; }
+  uint64_t peer_cutover() const { return peer_cutover_; }
+  bool peer_fin() const { return peer_fin_; }
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  void fail_st(const std::string& why);
+
+  // Wakes every thread waiting on seq().
+  void notify();
+
+ private:
+  Channel() = default;
+  bool post_recv_st(int slot);
+  bool post_write_st(const ring::Span& span);
+  bool reserve_sq_st(int wrs);
+  uint32_t signal_flag_st(int wrs);
+  void handle_control_st(const wire::Control& c);
+
+  std::mutex mu_;
+  std::atomic<uint32_t> seq_{0};
+  rdma::Device* device_ = nullptr;
+
+  rdma::Buffer rx_buf_, tx_buf_, ctl_recv_buf_, ctl_send_buf_;
+  uint64_t rx_size_ = 0;
+  rdma::Mr rx_mr_, tx_mr_, ctl_recv_mr_, ctl_send_mr_;
+  rdma::Cq cq_;
+  rdma::CmId id_;  // declared last: its QP goes first
+
+  ring::RxRing rx_{ring::kMinCapacity};
+  ring::TxWindow tx_{ring::kMinCapacity};
+  bool peer_known_ = false;
+  uint64_t peer_addr_ = 0;
+  uint32_t peer_rkey_ = 0;
+  uint32_t max_inline_ = 0;
+  int sq_outstanding_ = 0;
+  int unsignaled_ = 0;
+  int ctl_next_ = 0;
+  bool peer_blocked_ = false;
+  uint64_t blocked_sent_at_ = ~uint64_t{0};
+  bool peer_cutover_known_ = false;
+  uint64_t peer_cutover_ = 0;
+  bool peer_fin_ = false;
+  std::string error_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,120 @@
+#include "core/rdma.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace ferry::rdma {
+
+void CmIdDeleter::operator()(rdma_cm_id* id) const noexcept {
+  if (!id) return;
+  if (id->qp) rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+}
+
+void FreeDeleter::operator()(void* p) const noexcept { free(p); }
+
+Buffer allocate(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
+  memset(p, 0, bytes);
+  return Buffer(static_cast<uint8_t*>(p));
+}
+
+namespace {
+std::mutex g_devices_mu;
+std::vector<std::unique_ptr<Device>>& registry() {
+  static auto* all = new std::vector<std::unique_ptr<Device>>;  // process lifetime
+  return *all;
+}
+}  // namespace
+
+Device* device_for(ibv_context* context, std::string& why) {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (auto& d : registry())
+    if (d->context == context) return d.get();
+  auto d = std::make_unique<Device>();
+  d->context = context;
+  d->name = ibv_get_device_name(context->device);
+  d->pd.reset(ibv_alloc_pd(context));
+  if (!d->pd) {
+    why = "ibv_alloc_pd on " + d->name + ": " + strerror(errno);
+    return nullptr;
+  }
+  d->events.reset(ibv_create_comp_channel(context));
+  if (!d->events) {
+    why = "ibv_create_comp_channel on " + d->name + ": " + strerror(errno);
+    return nullptr;
+  }
+  registry().push_back(std::move(d));
+  return registry().back().get();
+}
+
+std::vector<Device*> devices() {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  std::vector<Device*> out;
+  for (auto& d : registry()) out.push_back(d.get());
+  return out;
+}
+
+bool parse_devices(const std::string& text, std::vector<DeviceChoice>& out, std::string& why) {
+  std::vector<DeviceChoice> list;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    DeviceChoice c;
+    size_t colon = item.find(':');
+    c.name = item.substr(0, colon);
+    if (colon != std::string::npos) {
+      char* end = nullptr;
+      long port = strtol(item.c_str() + colon + 1, &end, 10);
+      if (!*(item.c_str() + colon + 1) || *end || port < 1 || port > 255) {
+        why = "bad port in \"" + item + "\"";
+        return false;
+      }
+      c.port = static_cast<int>(port);
+    }
+    if (c.name.empty()) {
+      why = "empty device name in \"" + item + "\"";
+      return false;
+    }
+    list.push_back(c);
+  }
+  out = std::move(list);
+  return true;
+}
+
+bool device_allowed(const std::vector<DeviceChoice>& choice, const std::string& name, int port) {
+  if (choice.empty()) return true;
+  for (const auto& c : choice)
+    if (c.name == name && (c.port == 0 || c.port == port)) return true;
+  return false;
+}
+
+std::vector<std::string> describe_devices() {
+  std::vector<std::string> out;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list) return out;
+  for (int i = 0; i < n; ++i) {
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (!ctx) continue;
+    ibv_device_attr attr{};
+    if (ibv_query_device(ctx, &attr) == 0) {
+      for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
+        ibv_port_attr pa{};
+        if (ibv_query_port(ctx, p, &pa) != 0) continue;
+        out.push_back(std::string(ibv_get_device_name(list[i])) + ":" + std::to_string(p) + " " +
+                      ibv_port_state_str(pa.state));
+      }
+    }
+    ibv_close_device(ctx);
+  }
+  ibv_free_device_list(list);
+  return out;
+}
+
+}  // namespace ferry::rdma

@@ -1,0 +1,67 @@
+// RAII for the verbs and rdma_cm objects ferry uses, and per-device resources.
+// Every object is owned by a unique_ptr whose deleter is the matching destroy call;
+// factories return null (with the reason) instead of leaving half-built objects.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ferry::rdma {
+
+template <class T, auto Destroy>
+struct Deleter {
+  void operator()(T* p) const noexcept {
+    if (p) Destroy(p);
+  }
+};
+
+using EventChannel = std::unique_ptr<rdma_event_channel, Deleter<rdma_event_channel, rdma_destroy_event_channel>>;
+using CompChannel = std::unique_ptr<ibv_comp_channel, Deleter<ibv_comp_channel, ibv_destroy_comp_channel>>;
+using Pd = std::unique_ptr<ibv_pd, Deleter<ibv_pd, ibv_dealloc_pd>>;
+using Cq = std::unique_ptr<ibv_cq, Deleter<ibv_cq, ibv_destroy_cq>>;
+using Mr = std::unique_ptr<ibv_mr, Deleter<ibv_mr, ibv_dereg_mr>>;
+
+// An rdma_cm id together with its QP (destroyed first).
+struct CmIdDeleter {
+  void operator()(rdma_cm_id* id) const noexcept;
+};
+using CmId = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+
+// Page-aligned memory for rings.
+struct FreeDeleter {
+  void operator()(void* p) const noexcept;
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+Buffer allocate(size_t bytes);
+
+// What ferry keeps per RDMA device (ibv_context): a protection domain and one
+// completion channel that every CQ on the device reports to. Created on first use,
+// kept for the life of the process.
+struct Device {
+  ibv_context* context = nullptr;
+  Pd pd;
+  CompChannel events;
+  std::string name;
+  uint8_t port = 1;
+};
+Device* device_for(ibv_context* context, std::string& why);
+// Every device opened so far (for the poller to watch their completion channels).
+std::vector<Device*> devices();
+
+// FERRY_DEVICES: "name[:port],...". Empty list = every ACTIVE device.
+struct DeviceChoice {
+  std::string name;
+  int port = 0;  // 0 = any
+};
+bool parse_devices(const std::string& text, std::vector<DeviceChoice>& out, std::string& why);
+// Whether the device/port may carry ferry traffic under the configured choice.
+bool device_allowed(const std::vector<DeviceChoice>& choice, const std::string& name, int port);
+
+// The names of the RDMA devices present, with their ports' states ("rxe0:1 ACTIVE").
+std::vector<std::string> describe_devices();
+
+}  // namespace ferry::rdma
