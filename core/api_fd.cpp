@@ -2,6 +2,8 @@
 
 #include "core/fdtable.h"
 #include "core/log.h"
+#include "core/stream.h"
+#include "core/upgrade.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -22,6 +24,11 @@ void alias(int from, long fd) noexcept {
 
 bool is_log_fd(int fd) noexcept { return fd >= 0 && fd == log::private_fd(); }
 
+// fd is about to stop referring to its socket (close, or dup2/dup3 over it).
+void closing(int fd) noexcept {
+  if (SocketRef s = fd_table().get(fd); s && s->link) upgrade::closing(fd, *s);
+}
+
 }  // namespace
 
 long close(int fd) noexcept {
@@ -29,6 +36,7 @@ long close(int fd) noexcept {
   if (is_log_fd(fd)) return -EBADF;
   // Untrack first: once the kernel frees the number another thread may reuse it.
   SocketRef s = fd_table().take(fd);
+  if (s && s->link) upgrade::closing(fd, *s);
   return sys(real.close(fd));
 }
 
@@ -41,6 +49,7 @@ long dup(int fd) noexcept {
 long dup2(int fd, int newfd) noexcept {
   if (is_log_fd(fd)) return -EBADF;
   if (is_log_fd(newfd)) log::move_private_fd();
+  if (fd != newfd) closing(newfd);
   long r = sys(real.dup2(fd, newfd));
   if (r >= 0 && fd != newfd) alias(fd, r);
   return r;
@@ -49,6 +58,7 @@ long dup2(int fd, int newfd) noexcept {
 long dup3(int fd, int newfd, int flags) noexcept {
   if (is_log_fd(fd)) return -EBADF;
   if (is_log_fd(newfd) && fd != newfd) log::move_private_fd();
+  if (fd != newfd) closing(newfd);
   long r = sys(real.dup3(fd, newfd, flags));
   alias(fd, r);
   return r;
@@ -57,7 +67,13 @@ long dup3(int fd, int newfd, int flags) noexcept {
 long close_range(unsigned first, unsigned last, int flags) noexcept {
   int log_fd = log::private_fd();
   bool closes = !(flags & CLOSE_RANGE_CLOEXEC);
-  if (closes && first <= last) fd_table().take_range(first, last);
+  if (closes && first <= last) {
+    fd_table().for_each([&](int fd, const SocketRef& s) {
+      if (static_cast<unsigned>(fd) >= first && static_cast<unsigned>(fd) <= last && s->link)
+        upgrade::closing(fd, *s);
+    });
+    fd_table().take_range(first, last);
+  }
   if (log_fd < 0 || first > last || static_cast<unsigned>(log_fd) < first || static_cast<unsigned>(log_fd) > last)
     return sys(real.close_range(first, last, flags));
   // Close around ferry's log descriptor.
@@ -88,6 +104,14 @@ long fcntl(int fd, int cmd, void* arg) noexcept {
 }
 
 long ioctl(int fd, unsigned long request, void* arg) noexcept {
+  if (request == FIONREAD && arg) {
+    if (SocketRef s = fd_table().get(fd); s && s->transport() != Transport::kernel) {
+      long n = stream::readable(fd, *s);
+      if (n < 0) return n;
+      *static_cast<int*>(arg) = static_cast<int>(n);
+      return 0;
+    }
+  }
   long r = sys(real.ioctl(fd, request, arg));
   if (r == 0 && request == FIONBIO && arg) {
     if (SocketRef s = fd_table().get(fd)) s->nonblocking.store(*static_cast<int*>(arg) != 0);

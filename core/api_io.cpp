@@ -5,9 +5,13 @@
 #include "core/config.h"
 #include "core/fdprobe.h"
 #include "core/fdtable.h"
+#include "core/socket.h"
 #include "core/stats.h"
+#include "core/stream.h"
 
+#include <climits>
 #include <sys/sendfile.h>
+#include <unistd.h>
 
 namespace ferry::api {
 namespace {
@@ -32,23 +36,83 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
   }
 }
 
+// The socket behind fd when its bytes may travel over RDMA, else null.
+inline SocketRef upgraded(int fd) noexcept {
+  if (!fd_table().tracked(fd)) return nullptr;
+  SocketRef s = fd_table().get(fd);
+  return s && s->transport() != Transport::kernel ? s : nullptr;
+}
+
+long upgraded_recvmsg(int fd, Socket& s, msghdr* msg, int flags) noexcept {
+  if (!msg) return -EFAULT;
+  long r = stream::recv(fd, s, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  if (r >= 0) {
+    msg->msg_namelen = 0;
+    msg->msg_controllen = 0;
+    msg->msg_flags = 0;
+  }
+  return r;
+}
+
+long upgraded_sendmsg(int fd, Socket& s, const msghdr* msg, int flags) noexcept {
+  if (!msg) return -EFAULT;
+  return stream::send(fd, s, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+}
+
 }  // namespace
 
-long read(int fd, void* buf, size_t n) noexcept { return rx(fd, sys(real.read(fd, buf, n))); }
-long readv(int fd, const iovec* iov, int iovcnt) noexcept { return rx(fd, sys(real.readv(fd, iov, iovcnt))); }
-long recv(int fd, void* buf, size_t n, int flags) noexcept { return rx(fd, sys(real.recv(fd, buf, n, flags))); }
+long read(int fd, void* buf, size_t n) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{buf, n};
+    return stream::recv(fd, *s, &v, 1, 0);
+  }
+  return rx(fd, sys(real.read(fd, buf, n)));
+}
+
+long readv(int fd, const iovec* iov, int iovcnt) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
+    return stream::recv(fd, *s, iov, iovcnt, 0);
+  }
+  return rx(fd, sys(real.readv(fd, iov, iovcnt)));
+}
+
+long recv(int fd, void* buf, size_t n, int flags) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{buf, n};
+    return stream::recv(fd, *s, &v, 1, flags);
+  }
+  return rx(fd, sys(real.recv(fd, buf, n, flags)));
+}
 
 long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{buf, n};
+    long r = stream::recv(fd, *s, &v, 1, flags);
+    if (r >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
+    return r;
+  }
   return rx(fd, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
 }
 
 long recvmsg(int fd, msghdr* msg, int flags) noexcept {
+  if (SocketRef s = upgraded(fd)) return upgraded_recvmsg(fd, *s, msg, flags);
   long r = sys(real.recvmsg(fd, msg, flags));
   if (r >= 0) adopt_passed_fds(msg);
   return rx(fd, r);
 }
 
 long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    unsigned i = 0;
+    for (; i < n; ++i) {
+      long r = upgraded_recvmsg(fd, *s, &vec[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
+      if (r < 0) return i ? static_cast<long>(i) : r;
+      vec[i].msg_len = static_cast<unsigned>(r);
+      if (r == 0) return i + 1;
+    }
+    return i;
+  }
   long r = sys(real.recvmmsg(fd, vec, n, flags, timeout));
   for (long i = 0; i < r; ++i) {
     adopt_passed_fds(&vec[i].msg_hdr);
@@ -57,23 +121,76 @@ long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) no
   return r;
 }
 
-long write(int fd, const void* buf, size_t n) noexcept { return tx(fd, sys(real.write(fd, buf, n))); }
-long writev(int fd, const iovec* iov, int iovcnt) noexcept { return tx(fd, sys(real.writev(fd, iov, iovcnt))); }
-long send(int fd, const void* buf, size_t n, int flags) noexcept { return tx(fd, sys(real.send(fd, buf, n, flags))); }
+long write(int fd, const void* buf, size_t n) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{const_cast<void*>(buf), n};
+    return stream::send(fd, *s, &v, 1, 0);
+  }
+  return tx(fd, sys(real.write(fd, buf, n)));
+}
+
+long writev(int fd, const iovec* iov, int iovcnt) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
+    return stream::send(fd, *s, iov, iovcnt, 0);
+  }
+  return tx(fd, sys(real.writev(fd, iov, iovcnt)));
+}
+
+long send(int fd, const void* buf, size_t n, int flags) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{const_cast<void*>(buf), n};
+    return stream::send(fd, *s, &v, 1, flags);
+  }
+  return tx(fd, sys(real.send(fd, buf, n, flags)));
+}
 
 long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    iovec v{const_cast<void*>(buf), n};
+    return stream::send(fd, *s, &v, 1, flags);
+  }
   return tx(fd, sys(real.sendto(fd, buf, n, flags, to, tolen)));
 }
 
-long sendmsg(int fd, const msghdr* msg, int flags) noexcept { return tx(fd, sys(real.sendmsg(fd, msg, flags))); }
+long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
+  if (SocketRef s = upgraded(fd)) return upgraded_sendmsg(fd, *s, msg, flags);
+  return tx(fd, sys(real.sendmsg(fd, msg, flags)));
+}
 
 long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
+  if (SocketRef s = upgraded(fd)) {
+    unsigned i = 0;
+    for (; i < n; ++i) {
+      long r = upgraded_sendmsg(fd, *s, &vec[i].msg_hdr, flags);
+      if (r < 0) return i ? static_cast<long>(i) : r;
+      vec[i].msg_len = static_cast<unsigned>(r);
+    }
+    return i;
+  }
   long r = sys(real.sendmmsg(fd, vec, n, flags));
   for (long i = 0; i < r; ++i) tx(fd, vec[i].msg_len);
   return r;
 }
 
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
+  if (SocketRef s = upgraded(out_fd)) {
+    // Read the file here and send it like a write.
+    char buf[65536];
+    size_t done = 0;
+    while (done < count) {
+      size_t want = count - done < sizeof buf ? count - done : sizeof buf;
+      long r = offset ? sys(pread(in_fd, buf, want, *offset)) : sys(real.read(in_fd, buf, want));
+      if (r <= 0) return done ? static_cast<long>(done) : r;
+      iovec v{buf, static_cast<size_t>(r)};
+      long w = stream::send(out_fd, *s, &v, 1, 0);
+      if (w <= 0) return done ? static_cast<long>(done) : w;
+      if (offset) *offset += w;
+      done += static_cast<size_t>(w);
+      if (w < r) break;  // a non-blocking socket filled up
+    }
+    return static_cast<long>(done);
+  }
   return tx(out_fd, sys(real.sendfile(out_fd, in_fd, offset, count)));
 }
 

@@ -1,5 +1,6 @@
 #include "core/api.h"
 
+#include "core/poller.h"
 #include "core/runtime.h"
 
 namespace ferry::api {
@@ -8,7 +9,10 @@ namespace ferry::api {
 // child only needs its own log and counters.
 long fork() noexcept {
   long pid = sys(real.fork());
-  if (pid == 0) runtime::after_fork_child();
+  if (pid == 0) {
+    poller::after_fork_child();
+    runtime::after_fork_child();
+  }
   return pid;
 }
 

@@ -4,6 +4,8 @@
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "core/stream.h"
+#include "core/upgrade.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,10 +26,11 @@ void track(int fd, SocketRef s) {
   stats::add(stats::g.tcp_sockets, 1);
 }
 
-void connected(Socket& s) {
-  s.set_role(Role::active);
+void connected(int fd, const SocketRef& s) {
+  s->set_role(Role::active);
   stats::add(stats::g.connections_active, 1);
-  stats::add(stats::g.connections_on_tcp, 1);
+  upgrade::client_connected(fd, s);
+  if (s->transport() == Transport::kernel) stats::add(stats::g.connections_on_tcp, 1);
 }
 
 int64_t timeval_us(const void* val, socklen_t len) {
@@ -56,6 +59,7 @@ long listen(int fd, int backlog) noexcept {
     if (SocketRef s = fd_table().get(fd); s && s->role() != Role::listener) {
       s->set_role(Role::listener);
       stats::add(stats::g.listeners, 1);
+      upgrade::server_listening(fd, s);
     }
   }
   return r;
@@ -67,9 +71,10 @@ long accepted(int listener, long fd, int flags) {
   if (SocketRef l = fd_table().get(listener)) {
     auto s = std::make_shared<Socket>(l->family(), Role::passive);
     s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
-    track(static_cast<int>(fd), std::move(s));
+    track(static_cast<int>(fd), s);
     stats::add(stats::g.connections_passive, 1);
-    stats::add(stats::g.connections_on_tcp, 1);
+    upgrade::server_accepted(static_cast<int>(fd), s);
+    if (s->transport() == Transport::kernel) stats::add(stats::g.connections_on_tcp, 1);
   }
   return fd;
 }
@@ -88,7 +93,7 @@ long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   if (r == 0 || r == -EINPROGRESS) {
     if (SocketRef s = fd_table().get(fd)) {
       if (r == 0) {
-        connected(*s);
+        connected(fd, s);
       } else {
         s->set_role(Role::connecting);
       }
@@ -97,7 +102,10 @@ long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   return r;
 }
 
-long shutdown(int fd, int how) noexcept { return sys(real.shutdown(fd, how)); }
+long shutdown(int fd, int how) noexcept {
+  if (SocketRef s = fd_table().get(fd); s && s->transport() != Transport::kernel) return stream::shutdown(fd, *s, how);
+  return sys(real.shutdown(fd, how));
+}
 
 long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
   long r = sys(real.getsockopt(fd, level, name, val, len));
@@ -106,7 +114,7 @@ long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept
     if (SocketRef s = fd_table().get(fd); s && s->role() == Role::connecting) {
       sockaddr_storage peer;
       socklen_t plen = sizeof peer;
-      if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(*s);
+      if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(fd, s);
     }
   }
   return r;

@@ -1,11 +1,6 @@
 #include "core/channel.h"
 
 #include <arpa/inet.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <climits>
 #include <cstring>
 
 namespace ferry {
@@ -43,12 +38,14 @@ size_t iov_total(const iovec* iov, int iovcnt) {
 
 }  // namespace
 
-std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std::string& why) {
+std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std::string& why,
+                                         Signal* signal) {
   if (!ring::valid_capacity(ring_size)) {
     why = "ring size " + std::to_string(ring_size) + " is not a power of two in [4 KiB, 1 GiB]";
     return nullptr;
   }
   std::unique_ptr<Channel> c(new Channel);
+  if (signal) c->signal_ = signal;
   c->device_ = rdma::device_for(id->verbs, why);
   if (!c->device_) return nullptr;
   ibv_pd* pd = c->device_->pd.get();
@@ -304,7 +301,7 @@ bool Channel::progress_st() {
       }
     }
   }
-  if (changed) seq_.fetch_add(1, std::memory_order_release);
+  if (changed) signal_->bump();
   return changed;
 }
 
@@ -314,9 +311,23 @@ void Channel::fail_st(const std::string& why) {
   if (error_.empty()) error_ = why;
 }
 
-void Channel::notify() {
-  seq_.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&seq_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+// A zero-length signaled write: its completion proves every earlier request completed.
+bool Channel::flush_st() {
+  if (failed() || !reserve_sq_st(1)) return false;
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer_addr_;
+  wr.wr.rdma.rkey = peer_rkey_;
+  sq_outstanding_ += 1;
+  wr.wr_id = static_cast<uint64_t>(unsignaled_ + 1);  // retires the unsignaled batch too
+  unsignaled_ = 0;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ferry

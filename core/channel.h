@@ -4,11 +4,12 @@
 //
 // Threading: every *_st function needs mu() held. Whoever holds it may poll the CQ
 // (progress_st), so app threads can make progress inline and the poller thread covers
-// the rest. Waiters watch seq(), which changes whenever progress_st changed something.
+// the rest. Waiters watch signal(), bumped whenever progress_st changed something.
 #pragma once
 
 #include "core/rdma.h"
 #include "core/ring.h"
+#include "core/wait.h"
 #include "core/wire.h"
 
 #include <sys/uio.h>
@@ -30,8 +31,10 @@ class Channel {
   static_assert(kSendDepth % kSignalEvery == 0 && kSignalEvery * 2 <= kSendDepth);
 
   // Builds the QP and the local ring on `id` (route resolved, or a connect request),
-  // taking ownership of id. Null with `why` on any failure; nothing leaks.
-  static std::unique_ptr<Channel> create(rdma::CmId id, uint64_t ring_size, std::string& why);
+  // taking ownership of id. Changes are announced on `signal` (the channel's own
+  // when null). Null with `why` on any failure; nothing leaks.
+  static std::unique_ptr<Channel> create(rdma::CmId id, uint64_t ring_size, std::string& why,
+                                         Signal* signal = nullptr);
   ~Channel();
 
   rdma_cm_id* id() const { return id_.get(); }
@@ -41,7 +44,12 @@ class Channel {
   uint64_t registered_bytes() const;
 
   std::mutex& mu() { return mu_; }
-  std::atomic<uint32_t>& seq() { return seq_; }
+  Signal& signal() { return *signal_; }
+  ibv_cq* cq() const { return cq_.get(); }
+  // Send requests posted and not yet completed; 0 means everything reached the peer.
+  int sq_outstanding_st() const { return sq_outstanding_; }
+  // Asks for a completion of everything posted so far (used before teardown).
+  bool flush_st();
 
   // Copies up to `max` bytes from iov into the peer's ring; returns how many (0 when
   // the ring is full, after telling the peer it is blocked). Never blocks.
@@ -51,6 +59,7 @@ class Channel {
   size_t readable_st() const { return rx_.readable(); }
   size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
   uint64_t unacked_st() const { return tx_.in_flight(); }
+  uint64_t written_st() const { return tx_.written(); }
   bool post_control_st(wire::Op op, uint64_t value);
 
   // Polls the CQ and applies what arrived. True when something changed.
@@ -66,8 +75,6 @@ class Channel {
   const std::string& error() const { return error_; }
   void fail_st(const std::string& why);
 
-  // Wakes every thread waiting on seq().
-  void notify();
 
  private:
   Channel() = default;
@@ -78,7 +85,8 @@ class Channel {
   void handle_control_st(const wire::Control& c);
 
   std::mutex mu_;
-  std::atomic<uint32_t> seq_{0};
+  Signal own_signal_;
+  Signal* signal_ = &own_signal_;
   rdma::Device* device_ = nullptr;
 
   rdma::Buffer rx_buf_, tx_buf_, ctl_recv_buf_, ctl_send_buf_;

@@ -28,6 +28,41 @@ bool parse_level(std::string_view v, LogLevel& out) {
   return false;
 }
 
+// "262144", "256k", "1m": a byte count.
+bool parse_size(std::string_view v, uint64_t& out) {
+  if (v.empty()) return false;
+  uint64_t n = 0;
+  size_t i = 0;
+  for (; i < v.size() && v[i] >= '0' && v[i] <= '9'; ++i) {
+    if (n > (uint64_t{1} << 40)) return false;
+    n = n * 10 + static_cast<uint64_t>(v[i] - '0');
+  }
+  if (i == 0) return false;
+  if (i < v.size()) {
+    if (i + 1 != v.size()) return false;
+    switch (v[i] | 0x20) {
+      case 'k': n <<= 10; break;
+      case 'm': n <<= 20; break;
+      case 'g': n <<= 30; break;
+      default: return false;
+    }
+  }
+  out = n;
+  return true;
+}
+
+bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t& out) {
+  uint64_t n = 0;
+  if (v.empty() || v.size() > 10) return false;
+  for (char ch : v) {
+    if (ch < '0' || ch > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  if (n < lo || n > hi) return false;
+  out = static_cast<uint32_t>(n);
+  return true;
+}
+
 struct Setting {
   SettingDoc doc;
   bool (*apply)(std::string_view value, Config& c);
@@ -51,6 +86,22 @@ const std::vector<Setting>& settings() {
       {{"FERRY_STATS", "0", "1 prints ferry's counters to the log when the process exits."},
        [](std::string_view v, Config& c) { return parse_bool(v, c.stats); },
        "0 or 1"},
+      {{"FERRY_DEVICES", "(all)", "RDMA devices to use: name[:port],... (default: every ACTIVE device)."},
+       [](std::string_view v, Config& c) { return !v.empty() && (c.devices = std::string(v), true); },
+       "name[:port],..."},
+      {{"FERRY_RING_SIZE", "256k", "Bytes in each connection's receive ring: a power of two, 4k to 1g."},
+       [](std::string_view v, Config& c) {
+         uint64_t n = 0;
+         return parse_size(v, n) && n >= 4096 && n <= (uint64_t{1} << 30) && (n & (n - 1)) == 0 &&
+                (c.ring_size = n, true);
+       },
+       "a power of two between 4k and 1g"},
+      {{"FERRY_UPGRADE_TIMEOUT_MS", "2000", "How long an upgrade may take, and how long a server holds an early request."},
+       [](std::string_view v, Config& c) { return parse_u32(v, 10, 600000, c.upgrade_timeout_ms); },
+       "milliseconds, 10 to 600000"},
+      {{"FERRY_POLL_US", "20", "Busy-poll this many microseconds before a blocking call sleeps."},
+       [](std::string_view v, Config& c) { return parse_u32(v, 0, 1000000, c.poll_us); },
+       "microseconds, 0 to 1000000"},
       {{"FERRY_LIBRARY", "(found)", "Launcher only: the libferry.so to preload, when not next to the ferry program."},
        [](std::string_view v, Config&) { return !v.empty(); },
        "a file path"},

@@ -1,5 +1,7 @@
 #include "core/socket.h"
 
+#include "core/upgrade.h"
+
 namespace ferry {
 
 const char* to_string(Role r) noexcept {
@@ -31,6 +33,10 @@ constexpr bool legal(Transport from, Transport to) {
          (from == T::rdma && (to == T::kernel || to == T::closing));
 }
 }  // namespace
+
+Socket::~Socket() {
+  if (link || role() == Role::listener) upgrade::release(*this);
+}
 
 bool Socket::transition(Transport from, Transport to) noexcept {
   if (!legal(from, to)) return false;

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace ferry {
+
+struct Link;
 
 enum class Role : uint8_t {
   fresh,       // socket() done; not yet listening or connected
@@ -30,6 +33,9 @@ const char* to_string(Transport t) noexcept;
 class Socket {
  public:
   Socket(int family, Role role) noexcept : family_(family), role_(role) {}
+  // The program has let go of its last descriptor: an upgraded connection is flushed
+  // and closed on the RDMA side, a listener stops listening there.
+  ~Socket();
 
   int family() const noexcept { return family_; }
   Role role() const noexcept { return role_.load(std::memory_order_acquire); }
@@ -47,6 +53,18 @@ class Socket {
   std::atomic<int64_t> rcvtimeo_us{0};  // 0 = wait forever
   std::atomic<int64_t> sndtimeo_us{0};
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
+
+  // Set by the program's use of epoll/poll/select: readiness of upgraded sockets
+  // lives in the kernel until user-space readiness exists, so such a socket is not
+  // cut over.
+  std::atomic<bool> observed{false};
+
+  // The RDMA side; published before the transport leaves `kernel` and never replaced.
+  std::shared_ptr<Link> link;
+  // Serializes sends (kernel and RDMA) and the send-side cutover.
+  std::mutex tx_mu;
+  // Serializes receives while the socket is upgrading or upgraded.
+  std::mutex rx_mu;
 
  private:
   const int family_;

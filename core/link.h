@@ -1,0 +1,49 @@
+// The RDMA side of one TCP connection: handshake progress, the Channel once
+// established, and the byte counts that define the cutover point.
+#pragma once
+
+#include "core/channel.h"
+#include "core/wait.h"
+
+#include <atomic>
+#include <memory>
+
+namespace ferry {
+
+class Socket;
+
+struct Link {
+  enum class Phase : uint8_t {
+    handshake,    // rdma_cm exchange in flight; kernel TCP carries the bytes
+    established,  // the Channel works; the send side cuts over at the next chance
+    failed,       // gave up before establishment; the socket stays on TCP
+  };
+
+  bool client = false;
+  std::atomic<Phase> phase{Phase::handshake};
+  // Bumped whenever anything a waiting thread cares about changed.
+  Signal signal;
+  // Set by the poller before `phase` becomes established; not replaced afterwards.
+  std::unique_ptr<Channel> channel;
+  // The program's descriptor the poller watches for TCP data and hangups. Whoever
+  // flips `watching` off removes the watch (the program's close does, before the
+  // number can be reused).
+  int fd = -1;
+  std::atomic<bool> watching{false};
+  std::weak_ptr<Socket> socket;
+
+  // Guarded by Socket::tx_mu.
+  uint64_t tcp_sent = 0;
+  bool tx_cut = false;
+  bool fin_sent = false;
+  // Guarded by Socket::rx_mu.
+  uint64_t tcp_received = 0;
+  bool rd_shut = false;
+
+  // The peer's rdma_cm side disconnected (set by the poller).
+  std::atomic<bool> peer_gone{false};
+
+  bool established() const { return phase.load(std::memory_order_acquire) == Phase::established; }
+};
+
+}  // namespace ferry

@@ -1,0 +1,210 @@
+#include "core/poller.h"
+
+#include "core/channel.h"
+#include "core/config.h"
+#include "core/libc.h"
+#include "core/log.h"
+#include "core/rdma.h"
+#include "core/stats.h"
+#include "core/upgrade.h"
+
+#include <boost/lockfree/queue.hpp>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace ferry::poller {
+namespace {
+
+enum class State { unknown, running, unavailable };
+
+struct Timer {
+  Clock::time_point when;
+  std::function<void()> fn;
+};
+
+struct Poller {
+  std::mutex start_mu;
+  std::atomic<State> state{State::unknown};
+  rdma::EventChannel cm;
+  int epfd = -1;
+  int wake_fd = -1;
+  boost::lockfree::queue<std::function<void()>*> work{64};
+  std::vector<Timer> timers;
+  std::set<rdma::Device*> devices;
+};
+
+Poller& P() {
+  static Poller* p = new Poller;  // process lifetime: the thread may outlive main's statics
+  return *p;
+}
+
+// Tags for the epoll data of ferry's own descriptors; watchers are pointers.
+constexpr uint64_t kWakeTag = 1;
+constexpr uint64_t kCmTag = 2;
+constexpr uint64_t kDeviceTag = 3;  // low bits; the Device* is stored with it
+
+void handle_cm_st() {
+  rdma_cm_event* ev = nullptr;
+  while (rdma_get_cm_event(P().cm.get(), &ev) == 0) upgrade::on_cm_event_st(ev);
+}
+
+void handle_device_st(rdma::Device* d) {
+  ibv_cq* cq = nullptr;
+  void* ctx = nullptr;
+  while (ibv_get_cq_event(d->events.get(), &cq, &ctx) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    auto* ch = static_cast<Channel*>(ctx);
+    std::lock_guard<std::mutex> lock(ch->mu());
+    ch->arm_st();
+    ch->progress_st();
+  }
+}
+
+void run_timers_st() {
+  auto now = Clock::now();
+  std::vector<Timer> due;
+  auto& t = P().timers;
+  for (auto it = t.begin(); it != t.end();) {
+    if (it->when <= now) {
+      due.push_back(std::move(*it));
+      it = t.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& d : due) d.fn();
+}
+
+int next_timeout_ms() {
+  if (P().timers.empty()) return -1;
+  auto first = std::min_element(P().timers.begin(), P().timers.end(),
+                                [](const Timer& a, const Timer& b) { return a.when < b.when; });
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first->when - Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(ms + 1);
+}
+
+void loop() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  epoll_event evs[64];
+  for (;;) {
+    int n = real.epoll_wait(P().epfd, evs, 64, next_timeout_ms());
+    stats::add(stats::g.poller_wakeups, 1);
+    for (int i = 0; i < n; ++i) {
+      uint64_t tag = evs[i].data.u64;
+      if (tag == kWakeTag) {
+        uint64_t v;
+        while (real.read(P().wake_fd, &v, sizeof v) > 0) {
+        }
+      } else if (tag == kCmTag) {
+        handle_cm_st();
+      } else if ((tag & 7) == kDeviceTag) {
+        handle_device_st(reinterpret_cast<rdma::Device*>(tag & ~uint64_t{7}));
+      } else {
+        reinterpret_cast<Watcher*>(evs[i].data.ptr)->on_event_st(evs[i].events);
+      }
+    }
+    std::function<void()>* fn = nullptr;
+    while (P().work.pop(fn)) {
+      (*fn)();
+      delete fn;
+    }
+    run_timers_st();
+  }
+}
+
+bool add_fd(int fd, uint64_t tag) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = tag;
+  return real.epoll_ctl(P().epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+bool start() {
+  Poller& p = P();
+  p.cm.reset(rdma_create_event_channel());
+  if (!p.cm) {
+    FERRY_LOG(info, "poller", "no rdma_cm (%s): every connection stays on TCP", strerror(errno));
+    return false;
+  }
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list) ibv_free_device_list(list);
+  if (n == 0) {
+    FERRY_LOG(info, "poller", "no RDMA device: every connection stays on TCP");
+    p.cm.reset();
+    return false;
+  }
+  real.fcntl(p.cm->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));
+  p.epfd = real.epoll_create1(EPOLL_CLOEXEC);
+  p.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (p.epfd < 0 || p.wake_fd < 0 || !add_fd(p.wake_fd, kWakeTag) || !add_fd(p.cm->fd, kCmTag)) {
+    FERRY_LOG(warn, "poller", "cannot set up the poller (%s): every connection stays on TCP", strerror(errno));
+    return false;
+  }
+  std::thread(loop).detach();
+  FERRY_LOG(info, "poller", "started with %d RDMA device(s)", n);
+  return true;
+}
+
+}  // namespace
+
+bool available() noexcept {
+  State s = P().state.load(std::memory_order_acquire);
+  if (s != State::unknown) return s == State::running;
+  std::lock_guard<std::mutex> lock(P().start_mu);
+  s = P().state.load();
+  if (s == State::unknown) {
+    s = config().enable && start() ? State::running : State::unavailable;
+    P().state.store(s, std::memory_order_release);
+  }
+  return s == State::running;
+}
+
+bool submit(std::function<void()> fn) noexcept {
+  if (!available()) return false;
+  P().work.push(new std::function<void()>(std::move(fn)));
+  uint64_t one = 1;
+  real.write(P().wake_fd, &one, sizeof one);
+  return true;
+}
+
+rdma_event_channel* cm_channel() noexcept { return P().cm.get(); }
+
+bool watch(int fd, uint32_t events, Watcher* w) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = w;
+  return real.epoll_ctl(P().epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void unwatch(int fd) { real.epoll_ctl(P().epfd, EPOLL_CTL_DEL, fd, nullptr); }
+
+void watch_device_st(rdma::Device* d) {
+  if (!P().devices.insert(d).second) return;
+  real.fcntl(d->events->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));
+  static_assert(alignof(rdma::Device) >= 8);
+  add_fd(d->events->fd, reinterpret_cast<uint64_t>(d) | kDeviceTag);
+}
+
+void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
+
+void after_fork_child() noexcept {
+  // The parent's poller thread does not exist here; its descriptors are inherited but
+  // serve the parent. The child keeps its connections on TCP.
+  P().state.store(State::unavailable);
+}
+
+}  // namespace ferry::poller

@@ -1,0 +1,45 @@
+// The poller thread: one per process, started on first need. It owns the rdma_cm event
+// channel, watches every device's completion channel and the TCP side of every
+// upgrading or upgraded connection, and runs timers and work handed to it. It sleeps
+// in epoll_wait when there is nothing to do.
+//
+// Functions ending in _st run on the poller thread only.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <chrono>
+#include <functional>
+
+namespace ferry::rdma {
+struct Device;
+}
+
+namespace ferry::poller {
+
+using Clock = std::chrono::steady_clock;
+
+// Starts the poller if RDMA can be used in this process; false (remembered) when not.
+bool available() noexcept;
+// Runs fn on the poller thread, soon. False when there is no poller.
+bool submit(std::function<void()> fn) noexcept;
+
+rdma_event_channel* cm_channel() noexcept;
+
+// Something the poller's epoll reports to.
+struct Watcher {
+  virtual void on_event_st(uint32_t events) = 0;
+  virtual ~Watcher() = default;
+};
+// Any thread: the poller's epoll reports fd's events to w until unwatch(fd).
+bool watch(int fd, uint32_t events, Watcher* w);
+void unwatch(int fd);
+// Makes sure the device's completion channel is watched.
+void watch_device_st(rdma::Device* d);
+// Runs fn at (or soon after) `when`.
+void at_st(Clock::time_point when, std::function<void()> fn);
+
+// In a forked child: no poller (the parent's thread does not exist there).
+void after_fork_child() noexcept;
+
+}  // namespace ferry::poller

@@ -1,0 +1,232 @@
+#include "core/stream.h"
+
+#include "core/config.h"
+#include "core/libc.h"
+#include "core/link.h"
+#include "core/stats.h"
+#include "core/wait.h"
+
+#include <signal.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+
+namespace ferry::stream {
+namespace {
+
+size_t total_of(const iovec* iov, int iovcnt) {
+  size_t t = 0;
+  for (int i = 0; i < iovcnt; ++i) t += iov[i].iov_len;
+  return t;
+}
+
+// The part of iov that starts `skip` bytes in and holds at most `max` bytes.
+struct Slice {
+  iovec v[64];
+  int n = 0;
+  Slice(const iovec* iov, int iovcnt, size_t skip, size_t max) {
+    for (int i = 0; i < iovcnt && max > 0 && n < 64; ++i) {
+      size_t len = iov[i].iov_len;
+      if (skip >= len) {
+        skip -= len;
+        continue;
+      }
+      size_t take = std::min(len - skip, max);
+      v[n++] = {static_cast<char*>(iov[i].iov_base) + skip, take};
+      max -= take;
+      skip = 0;
+    }
+  }
+};
+
+// Polls the channel from a spinning waiter without blocking on its lock.
+bool poll_link(void* arg) {
+  auto* link = static_cast<Link*>(arg);
+  if (!link->established()) return false;
+  std::unique_lock<std::mutex> lock(link->channel->mu(), std::try_to_lock);
+  return lock.owns_lock() && link->channel->progress_st();
+}
+
+int wait_for(Link& link, uint32_t seen, int64_t timeout_us) {
+  stats::add(stats::g.waits, 1);
+  return wait_change(link.signal, seen, timeout_us, config().poll_us, poll_link, &link);
+}
+
+long broken(size_t done, int err) { return done ? static_cast<long>(done) : -err; }
+
+// Sending on a connection the peer has gone from: EPIPE, and SIGPIPE unless asked not.
+long epipe(size_t done, int flags) {
+  if (done) return static_cast<long>(done);
+  if (!(flags & MSG_NOSIGNAL)) raise(SIGPIPE);
+  return -EPIPE;
+}
+
+// What the kernel's TCP socket says about a connection whose RDMA side broke.
+long tcp_verdict(int fd, size_t done) {
+  char c;
+  long r = real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+  if (r == 0) return static_cast<long>(done);  // an orderly close: EOF
+  if (r < 0 && errno != EAGAIN) return broken(done, errno);
+  return broken(done, ECONNRESET);
+}
+
+}  // namespace
+
+long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
+  const size_t total = total_of(iov, iovcnt);
+  if (total == 0) return 0;
+  const bool peek = flags & MSG_PEEK;
+  const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
+  const bool waitall = (flags & MSG_WAITALL) && !peek;
+  std::lock_guard<std::mutex> rx(s.rx_mu);
+  Link& link = *s.link;
+  if (link.rd_shut) return 0;
+  size_t got = 0;
+  for (;;) {
+    Slice rest(iov, iovcnt, got, total - got);
+    if (s.transport() == Transport::kernel) {
+      // The upgrade gave up: the rest is plain TCP, blocking as the program asked.
+      if (got && !waitall) return static_cast<long>(got);
+      msghdr m{};
+      m.msg_iov = rest.v;
+      m.msg_iovlen = static_cast<size_t>(rest.n);
+      long r = api::sys(real.recvmsg(fd, &m, flags));
+      if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+      return r < 0 ? broken(got, static_cast<int>(-r)) : static_cast<long>(got) + r;
+    }
+    const uint32_t seen = link.signal.load();
+    const bool est = link.established();
+    bool cut_known = false;
+    uint64_t cut = 0;
+    if (est) {
+      std::lock_guard<std::mutex> lock(link.channel->mu());
+      link.channel->progress_st();
+      cut_known = link.channel->peer_cutover_known();
+      cut = link.channel->peer_cutover();
+    }
+    if (!cut_known || link.tcp_received < cut) {
+      // Bytes the peer sent on TCP before it switched.
+      size_t want = total - got;
+      if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
+      Slice part(iov, iovcnt, got, want);
+      msghdr m{};
+      m.msg_iov = part.v;
+      m.msg_iovlen = static_cast<size_t>(part.n);
+      long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+      if (r > 0) {
+        if (!peek) link.tcp_received += static_cast<uint64_t>(r);
+        stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+        got += static_cast<size_t>(r);
+        if (!waitall || got == total) return static_cast<long>(got);
+        continue;
+      }
+      if (r < 0 && errno != EAGAIN) return broken(got, errno);
+      if (r == 0) {
+        if (!est) return static_cast<long>(got);  // closed before any upgrade
+        if (cut_known) return broken(got, ECONNRESET);  // TCP ended short of the cutover point
+        // The peer switched and closed: its cutover is on the way over RDMA.
+      }
+    } else {
+      size_t m;
+      bool fin, dead;
+      {
+        std::lock_guard<std::mutex> lock(link.channel->mu());
+        m = link.channel->recv_st(rest.v, rest.n, peek);
+        fin = link.channel->peer_fin();
+        dead = link.channel->failed();
+      }
+      if (m > 0) {
+        stats::add(stats::g.bytes_rdma_received, m);
+        got += m;
+        if (!waitall || got == total) return static_cast<long>(got);
+        continue;
+      }
+      if (fin) return static_cast<long>(got);
+      if (dead || link.peer_gone.load()) return tcp_verdict(fd, got);
+    }
+    if (got > 0 && !waitall) return static_cast<long>(got);
+    if (nonblock) return broken(got, EAGAIN);
+    int w = wait_for(link, seen, s.rcvtimeo_us.load());
+    if (w < 0) return broken(got, -w);
+  }
+}
+
+long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  const size_t total = total_of(iov, iovcnt);
+  const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
+  std::lock_guard<std::mutex> tx(s.tx_mu);
+  Link& link = *s.link;
+  if (!link.established() || s.transport() == Transport::kernel) {
+    msghdr m{};
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = static_cast<size_t>(iovcnt);
+    long r = api::sys(real.sendmsg(fd, &m, flags));
+    if (r > 0) {
+      link.tcp_sent += static_cast<uint64_t>(r);
+      stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+    }
+    return r;
+  }
+  if (flags & MSG_OOB) return -EOPNOTSUPP;
+  Channel& ch = *link.channel;
+  if (link.fin_sent) return epipe(0, flags);
+  if (!link.tx_cut) {
+    std::lock_guard<std::mutex> lock(ch.mu());
+    if (!ch.post_control_st(wire::Op::cutover, link.tcp_sent)) return epipe(0, flags);
+    link.tx_cut = true;
+  }
+  if (total == 0) return 0;
+  size_t sent = 0;
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    size_t k;
+    bool dead;
+    {
+      std::lock_guard<std::mutex> lock(ch.mu());
+      ch.progress_st();
+      dead = ch.failed() || link.peer_gone.load();
+      Slice rest(iov, iovcnt, sent, total - sent);
+      k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
+    }
+    if (dead) return epipe(sent, flags);
+    sent += k;
+    stats::add(stats::g.bytes_rdma_sent, k);
+    if (sent == total) return static_cast<long>(sent);
+    if (nonblock) return broken(sent, EAGAIN);
+    if (k > 0) continue;
+    int w = wait_for(link, seen, s.sndtimeo_us.load());
+    if (w < 0) return broken(sent, -w);
+  }
+}
+
+long shutdown(int fd, Socket& s, int how) noexcept {
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return -EINVAL;
+  Link& link = *s.link;
+  if (!link.established() || s.transport() == Transport::kernel) return api::sys(real.shutdown(fd, how));
+  if (how != SHUT_WR) {
+    std::lock_guard<std::mutex> rx(s.rx_mu);
+    link.rd_shut = true;
+  }
+  if (how != SHUT_RD) {
+    std::lock_guard<std::mutex> tx(s.tx_mu);
+    std::lock_guard<std::mutex> lock(link.channel->mu());
+    Channel& ch = *link.channel;
+    if (!link.tx_cut && ch.post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
+    if (!link.fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link.fin_sent = true;
+  }
+  link.signal.bump();
+  return 0;
+}
+
+long readable(int fd, Socket& s) noexcept {
+  int tcp = 0;
+  if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
+  Link& link = *s.link;
+  if (!link.established()) return tcp;
+  std::lock_guard<std::mutex> lock(link.channel->mu());
+  link.channel->progress_st();
+  return tcp + static_cast<long>(link.channel->readable_st());
+}
+
+}  // namespace ferry::stream

@@ -1,0 +1,520 @@
+#include "core/upgrade.h"
+
+#include "core/config.h"
+#include "core/libc.h"
+#include "core/link.h"
+#include "core/log.h"
+#include "core/poller.h"
+#include "core/rdma.h"
+#include "core/stats.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ferry::upgrade {
+namespace {
+
+using poller::Clock;
+
+// What an rdma_cm id's context points at.
+struct Endpoint {
+  enum class Kind { listener, conn } kind;
+  explicit Endpoint(Kind k) : kind(k) {}
+  virtual ~Endpoint() = default;
+};
+
+struct Listener : Endpoint {
+  Listener() : Endpoint(Kind::listener) {}
+  rdma::CmId id;
+  uint16_t port = 0;
+  const Socket* socket = nullptr;
+};
+
+// One connection's handshake, poller-owned. Also watches the TCP duplicate.
+struct Conn : Endpoint, poller::Watcher {
+  Conn() : Endpoint(Kind::conn) {}
+  std::shared_ptr<Link> link;
+  rdma::CmId id;                     // until the Channel takes it
+  std::unique_ptr<Channel> pending;  // built, waiting for ESTABLISHED
+  std::string key;                   // server: peer ip | peer port | local port
+  uint16_t local_port = 0, peer_port = 0;
+  sockaddr_storage local{}, peer{};
+  uint64_t registered = 0;
+
+  void on_event_st(uint32_t) override { link->signal.bump(); }
+};
+
+// A connect request that arrived before the program accepted its TCP connection.
+struct Held {
+  rdma::CmId id;
+  wire::Hello hello;
+  std::string key;
+  Clock::time_point deadline;
+};
+
+// Poller-thread state.
+std::map<Link*, std::unique_ptr<Conn>> g_conns;
+std::map<std::string, Conn*> g_awaiting;  // server conns waiting for their request
+std::vector<Held> g_held;
+std::map<const Socket*, std::unique_ptr<Listener>> g_listeners;
+
+std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
+
+// The address as one string for matching; v4-mapped IPv6 addresses read as IPv4.
+std::string ip_text(const sockaddr* a) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (a->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
+  } else if (a->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      inet_ntop(AF_INET, &v6.s6_addr[12], buf, sizeof buf);
+    } else {
+      inet_ntop(AF_INET6, &v6, buf, sizeof buf);
+    }
+  }
+  return buf;
+}
+
+uint16_t port_of(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return 0;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
+  return IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+// rdma_cm wants plain IPv4 for v4-mapped peers.
+void unmap(sockaddr_storage& a) {
+  if (a.ss_family != AF_INET6) return;
+  auto* s6 = reinterpret_cast<sockaddr_in6*>(&a);
+  if (!IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) return;
+  sockaddr_in s4{};
+  s4.sin_family = AF_INET;
+  s4.sin_port = s6->sin6_port;
+  memcpy(&s4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+  memset(&a, 0, sizeof a);
+  memcpy(&a, &s4, sizeof s4);
+}
+
+std::string key_of(const std::string& ip, uint16_t peer_port, uint16_t local_port) {
+  return ip + "|" + std::to_string(peer_port) + "|" + std::to_string(local_port);
+}
+
+bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer) {
+  socklen_t l = sizeof local, p = sizeof peer;
+  return real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &l) == 0 &&
+         real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &p) == 0 &&
+         (peer.ss_family == AF_INET || peer.ss_family == AF_INET6);
+}
+
+std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
+                                const sockaddr_storage& peer) {
+  auto c = std::make_unique<Conn>();
+  c->link = link;
+  c->local = local;
+  c->peer = peer;
+  c->local_port = port_of(reinterpret_cast<const sockaddr*>(&local));
+  c->peer_port = port_of(reinterpret_cast<const sockaddr*>(&peer));
+  return c;
+}
+
+// Attaches a fresh Link to s, moves it to `upgrading` and starts watching its TCP side
+// (here, on the program's thread, while fd surely is this socket). Program thread.
+std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
+                            const sockaddr_storage& peer) {
+  auto link = std::make_shared<Link>();
+  link->client = client;
+  link->socket = s;
+  link->fd = fd;
+  auto c = make_conn(link, local, peer);
+  s->link = link;
+  if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
+  link->watching.store(poller::watch(fd, EPOLLIN | EPOLLRDHUP | EPOLLET, c.get()));
+  stats::add(stats::g.upgrades_started, 1);
+  return c;
+}
+
+void unwatch(Link& link) {
+  if (link.watching.exchange(false)) poller::unwatch(link.fd);
+}
+
+void drop_st(Conn* c) {
+  unwatch(*c->link);
+  if (!c->key.empty()) g_awaiting.erase(c->key);
+  if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
+  g_conns.erase(c->link.get());  // destroys ids and channels, here on the poller thread
+}
+
+// The upgrade is off: the connection stays on TCP.
+void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
+  stats::add(reason, 1);
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u stays on TCP: %s", c->link->client ? "client" : "server",
+            c->local_port, c->peer_port, why);
+  c->link->phase.store(Link::Phase::failed, std::memory_order_release);
+  if (SocketRef s = c->link->socket.lock()) s->transition(Transport::upgrading, Transport::kernel);
+  c->link->signal.bump();
+  if (c->pending) rdma_disconnect(c->pending->id());
+  drop_st(c);
+}
+
+// The send side switches to RDMA now if no send is in progress; otherwise the next
+// send does it.
+void try_cutover_st(Link& link, Socket& s) {
+  std::unique_lock<std::mutex> tx(s.tx_mu, std::try_to_lock);
+  if (!tx.owns_lock() || link.tx_cut) return;
+  std::lock_guard<std::mutex> lock(link.channel->mu());
+  if (link.channel->post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
+}
+
+void established_st(Conn* c) {
+  SocketRef s = c->link->socket.lock();
+  if (!s) return;  // released meanwhile; retire() cleans up
+  if (s->observed.load()) {
+    fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+    return;
+  }
+  c->registered = c->pending->registered_bytes();
+  stats::add(stats::g.rdma_registered_bytes, c->registered);
+  c->link->channel = std::move(c->pending);
+  c->link->phase.store(Link::Phase::established, std::memory_order_release);
+  s->transition(Transport::upgrading, Transport::rdma);
+  stats::add(stats::g.upgraded, 1);
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u now on RDMA", c->link->client ? "client" : "server", c->local_port,
+            c->peer_port);
+  try_cutover_st(*c->link, *s);
+  c->link->signal.bump();
+}
+
+rdma_conn_param conn_param(const void* data, uint8_t len) {
+  rdma_conn_param p{};
+  p.private_data = data;
+  p.private_data_len = len;
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;  // unlimited: a receiver short of receive requests only delays
+  return p;
+}
+
+std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, std::string& why) {
+  std::string dwhy;
+  rdma::Device* d = rdma::device_for(id->verbs, dwhy);
+  if (!d) {
+    why = dwhy;
+    return nullptr;
+  }
+  poller::watch_device_st(d);
+  return Channel::create(std::move(id), config().ring_size, why, &c->link->signal);
+}
+
+bool device_ok(rdma_cm_id* id) {
+  std::vector<rdma::DeviceChoice> choice;
+  std::string why;
+  if (!rdma::parse_devices(config().devices, choice, why)) return false;
+  return rdma::device_allowed(choice, ibv_get_device_name(id->verbs->device), id->port_num);
+}
+
+void start_client_st(Conn* c) {
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(poller::cm_channel(), &raw, c, RDMA_PS_TCP) != 0) {
+    fail_st(c, stats::g.tcp_resources, "rdma_create_id failed");
+    return;
+  }
+  c->id.reset(raw);
+  sockaddr_storage src = c->local, dst = c->peer;
+  unmap(src);
+  unmap(dst);
+  reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for sin6_port
+  if (rdma_resolve_addr(raw, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
+                        static_cast<int>(config().upgrade_timeout_ms)) != 0) {
+    fail_st(c, stats::g.tcp_no_route, "rdma_resolve_addr failed");
+  }
+}
+
+void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
+  std::string why;
+  switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (!device_ok(c->id.get())) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
+      if (rdma_resolve_route(c->id.get(), static_cast<int>(config().upgrade_timeout_ms)) != 0)
+        fail_st(c, stats::g.tcp_no_route, "rdma_resolve_route failed");
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+      c->pending = build_channel_st(c, std::move(c->id), why);
+      if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
+      uint8_t hello[wire::kHelloSize];
+      wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
+      rdma_conn_param p = conn_param(hello, sizeof hello);
+      if (rdma_connect(c->pending->id(), &p) != 0) fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
+      return;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED: {
+      wire::Welcome w;
+      wire::Error e = wire::decode(data, len, w);
+      if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
+      if (!c->pending->set_peer(w.ring, why)) return fail_st(c, stats::g.tcp_resources, why.c_str());
+      return established_st(c);
+    }
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      return fail_st(c, stats::g.tcp_no_route, rdma_event_str(type));
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    default:
+      return;
+  }
+}
+
+void reject_st(rdma::CmId id) {
+  if (id) rdma_reject(id.get(), nullptr, 0);
+}
+
+// Answers a request with the server connection it names.
+void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
+  g_awaiting.erase(c->key);
+  c->key.clear();
+  id->context = c;
+  std::string why;
+  c->pending = build_channel_st(c, std::move(id), why);
+  if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
+  if (!c->pending->set_peer(h.ring, why)) return fail_st(c, stats::g.tcp_resources, why.c_str());
+  uint8_t welcome[wire::kWelcomeSize];
+  wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
+  rdma_conn_param p = conn_param(welcome, sizeof welcome);
+  if (rdma_accept(c->pending->id(), &p) != 0) fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
+}
+
+void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len) {
+  rdma::CmId id(raw);
+  id->context = nullptr;
+  wire::Hello h;
+  wire::Error e = wire::decode(data, len, h);
+  if (e == wire::Error::ok && h.server_port != l->port) e = wire::Error::bad_port;
+  if (e != wire::Error::ok) {
+    stats::add(stats::g.requests_malformed, 1);
+    FERRY_LOG(info, "upgrade", "rejected a request on port %u: %s", l->port, wire::to_string(e));
+    return reject_st(std::move(id));
+  }
+  std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
+  auto it = g_awaiting.find(key);
+  if (it != g_awaiting.end()) return accept_request_st(it->second, std::move(id), h);
+  g_held.push_back({std::move(id), h, key, Clock::now() + window()});
+  poller::at_st(g_held.back().deadline, [] {
+    auto now = Clock::now();
+    for (auto it = g_held.begin(); it != g_held.end();) {
+      if (it->deadline <= now) {
+        stats::add(stats::g.requests_unmatched, 1);
+        reject_st(std::move(it->id));
+        it = g_held.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  });
+}
+
+void on_server_event_st(Conn* c, rdma_cm_event_type type) {
+  switch (type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return established_st(c);
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_REJECTED:
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    default:
+      return;
+  }
+}
+
+void start_server_st(Conn* c) {
+  g_awaiting[c->key] = c;
+  for (auto it = g_held.begin(); it != g_held.end(); ++it) {
+    if (it->key == c->key) {
+      rdma::CmId id = std::move(it->id);
+      wire::Hello h = it->hello;
+      g_held.erase(it);
+      return accept_request_st(c, std::move(id), h);
+    }
+  }
+}
+
+// After the window, a connection whose peer never asked stays on TCP.
+void arm_deadline_st(Conn* c) {
+  std::weak_ptr<Link> weak = c->link;
+  poller::at_st(Clock::now() + window(), [weak] {
+    auto link = weak.lock();
+    if (!link) return;
+    auto it = g_conns.find(link.get());
+    if (it == g_conns.end() || link->phase.load() != Link::Phase::handshake) return;
+    fail_st(it->second.get(), link->client ? stats::g.tcp_timeout : stats::g.tcp_peer_refused,
+            link->client ? "the upgrade timed out" : "no upgrade request from the peer");
+  });
+}
+
+void adopt_st(std::unique_ptr<Conn> conn) {
+  Conn* c = conn.get();
+  g_conns[c->link.get()] = std::move(conn);
+  arm_deadline_st(c);
+}
+
+// Flushes what was sent, then closes the RDMA side and the TCP duplicate.
+void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
+  auto it = g_conns.find(link.get());
+  if (it == g_conns.end()) return;
+  Conn* c = it->second.get();
+  if (link->channel) {
+    bool drained;
+    {
+      std::lock_guard<std::mutex> lock(link->channel->mu());
+      link->channel->progress_st();
+      drained = link->channel->failed() || link->channel->sq_outstanding_st() == 0;
+    }
+    if (!drained && attempts_left > 0) {
+      poller::at_st(Clock::now() + std::chrono::milliseconds(1), [link, attempts_left] {
+        retire_st(link, attempts_left - 1);
+      });
+      return;
+    }
+    rdma_disconnect(link->channel->id());
+  }
+  drop_st(c);
+}
+
+}  // namespace
+
+void client_connected(int fd, const SocketRef& s) noexcept {
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return;
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
+    return;
+  }
+  auto conn = begin(fd, s, true, local, peer);
+  if (!conn) return;
+  poller::submit([c = conn.release()] {
+    std::unique_ptr<Conn> owned(c);
+    adopt_st(std::move(owned));
+    start_client_st(c);
+  });
+}
+
+void server_listening(int fd, const SocketRef& s) noexcept {
+  if (!poller::available()) return;
+  sockaddr_storage local;
+  socklen_t len = sizeof local;
+  if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+  const Socket* key = s.get();
+  poller::submit([local, key] {
+    auto l = std::make_unique<Listener>();
+    l->port = port_of(reinterpret_cast<const sockaddr*>(&local));
+    l->socket = key;
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(poller::cm_channel(), &raw, l.get(), RDMA_PS_TCP) != 0) return;
+    l->id.reset(raw);
+    sockaddr_storage addr = local;
+    unmap(addr);
+    if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(raw, 1024) != 0) {
+      FERRY_LOG(info, "upgrade", "no rdma_cm listener on port %u (%s): its connections stay on TCP", l->port,
+                strerror(errno));
+      return;
+    }
+    FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);
+    g_listeners[key] = std::move(l);
+  });
+}
+
+void server_accepted(int fd, const SocketRef& s) noexcept {
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return;
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
+    return;
+  }
+  auto conn = begin(fd, s, false, local, peer);
+  if (!conn) return;
+  conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+  poller::submit([c = conn.release()] {
+    std::unique_ptr<Conn> owned(c);
+    adopt_st(std::move(owned));
+    start_server_st(c);
+  });
+}
+
+void closing(int fd, Socket& s) noexcept {
+  if (s.link && s.link->fd == fd) unwatch(*s.link);
+}
+
+void release(Socket& s) noexcept {
+  // In a forked child the RDMA objects are the parent's: never touch them.
+  if (!poller::available()) return;
+  const Socket* key = &s;
+  if (s.role() == Role::listener) {
+    poller::submit([key] { g_listeners.erase(key); });
+    return;
+  }
+  std::shared_ptr<Link> link = s.link;
+  if (!link) return;
+  if (link->established()) {
+    std::lock_guard<std::mutex> tx(s.tx_mu);
+    std::lock_guard<std::mutex> lock(link->channel->mu());
+    Channel& ch = *link->channel;
+    if (!link->tx_cut && ch.post_control_st(wire::Op::cutover, link->tcp_sent)) link->tx_cut = true;
+    if (!link->fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link->fin_sent = true;
+    ch.flush_st();
+  }
+  poller::submit([link] { retire_st(link, 2000); });
+}
+
+void on_cm_event_st(rdma_cm_event* ev) {
+  // Copy what is needed, then acknowledge: an id can only be destroyed once its
+  // events are acknowledged.
+  rdma_cm_event_type type = ev->event;
+  rdma_cm_id* id = ev->id;
+  Endpoint* owner = static_cast<Endpoint*>(id ? id->context : nullptr);
+  Endpoint* listen_owner = static_cast<Endpoint*>(ev->listen_id ? ev->listen_id->context : nullptr);
+  uint8_t data[256];
+  uint8_t len = ev->param.conn.private_data_len;
+  if (ev->param.conn.private_data && len) memcpy(data, ev->param.conn.private_data, len);
+  rdma_ack_cm_event(ev);
+
+  if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    if (listen_owner && listen_owner->kind == Endpoint::Kind::listener) {
+      on_request_st(id, static_cast<Listener*>(listen_owner), data, len);
+    } else {
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+    }
+    return;
+  }
+  if (!owner || owner->kind != Endpoint::Kind::conn) return;
+  auto* c = static_cast<Conn*>(owner);
+  if (type == RDMA_CM_EVENT_DISCONNECTED) {
+    c->link->peer_gone.store(true);
+    c->link->signal.bump();
+    return;
+  }
+  if (c->link->phase.load() != Link::Phase::handshake) return;
+  if (c->link->client) {
+    on_client_event_st(c, type, data, len);
+  } else {
+    on_server_event_st(c, type);
+  }
+}
+
+}  // namespace ferry::upgrade

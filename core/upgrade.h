@@ -1,0 +1,27 @@
+// The upgrade of a TCP connection to RDMA, out of band: the client resolves an rdma_cm
+// route to the TCP peer and sends a connect request naming the TCP connection; the
+// server, which also listens with rdma_cm on its TCP address and port, matches it to
+// an accepted socket (holding an early request until the program accepts), and both
+// cut over at a byte offset. Anything that fails leaves the connection on TCP, counted
+// with its reason. See docs/design.md.
+#pragma once
+
+#include "core/socket.h"
+
+#include <rdma/rdma_cma.h>
+
+namespace ferry::upgrade {
+
+// Program threads, right after the kernel call succeeded.
+void client_connected(int fd, const SocketRef& s) noexcept;
+void server_listening(int fd, const SocketRef& s) noexcept;
+void server_accepted(int fd, const SocketRef& s) noexcept;
+// The program is about to close (or dup2 over) fd, a descriptor of s.
+void closing(int fd, Socket& s) noexcept;
+// The program let go of its last descriptor for s: flush, tell the peer, tear down.
+void release(Socket& s) noexcept;
+
+// Poller thread: one rdma_cm event (this function acknowledges it).
+void on_cm_event_st(rdma_cm_event* ev);
+
+}  // namespace ferry::upgrade

@@ -1,0 +1,64 @@
+#include "core/wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace ferry {
+namespace {
+int64_t now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+uint32_t* word(Signal& s) { return reinterpret_cast<uint32_t*>(&s.seq); }
+}  // namespace
+
+void Signal::bump() noexcept {
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) > 0)
+    syscall(SYS_futex, word(*this), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, bool (*poll)(void*),
+                void* arg) noexcept {
+  int64_t start = now_us();
+  while (spin_us > 0 && now_us() - start < spin_us) {
+    if (poll) poll(arg);
+    if (s.load() != seen) return 0;
+  }
+  int result = 0;
+  s.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    if (s.load() != seen) break;
+    timespec ts, *tsp = nullptr;
+    if (timeout_us > 0) {
+      int64_t left = timeout_us - (now_us() - start);
+      if (left <= 0) {
+        result = -EAGAIN;
+        break;
+      }
+      ts.tv_sec = left / 1000000;
+      ts.tv_nsec = (left % 1000000) * 1000;
+      tsp = &ts;
+    }
+    long r = syscall(SYS_futex, word(s), FUTEX_WAIT_PRIVATE, seen, tsp, nullptr, 0);
+    if (r == 0 || errno == EAGAIN) continue;  // woken, or it had already moved: re-check
+    if (errno == ETIMEDOUT) {
+      result = -EAGAIN;
+      break;
+    }
+    if (errno == EINTR) {
+      result = -EINTR;
+      break;
+    }
+  }
+  s.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return result;
+}
+
+}  // namespace ferry
