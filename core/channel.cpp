@@ -104,19 +104,28 @@ wire::RingRef Channel::local_ring() const {
   return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
 }
 
-bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
-  if (!ring::valid_capacity(peer.size)) {
-    why = "peer ring size out of range";
+bool Channel::prepare_staging(uint64_t size, std::string& why) {
+  if (!ring::valid_capacity(size)) {
+    why = "ring size out of range";
     return false;
   }
-  tx_buf_ = rdma::allocate(peer.size);
+  tx_buf_ = rdma::allocate(size);
   if (!tx_buf_) {
     why = "out of memory for the send staging area";
     return false;
   }
-  tx_mr_.reset(ibv_reg_mr(device_->pd.get(), tx_buf_.get(), peer.size, 0));
+  tx_mr_.reset(ibv_reg_mr(device_->pd.get(), tx_buf_.get(), size, 0));
   if (!tx_mr_) {
     why = std::string("ibv_reg_mr: ") + strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
+  if (!tx_mr_ && !prepare_staging(peer.size, why)) return false;
+  if (!ring::valid_capacity(peer.size) || peer.size > tx_mr_->length) {
+    why = "peer ring larger than the staging area";
     return false;
   }
   tx_ = ring::TxWindow(peer.size);

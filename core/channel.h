@@ -39,7 +39,10 @@ class Channel {
 
   rdma_cm_id* id() const { return id_.get(); }
   wire::RingRef local_ring() const;
-  // The peer's ring, from its Hello or Welcome: sizes the staging area.
+  // Allocates and registers the send staging area for a peer ring of up to `size`
+  // bytes. Done before the connection is committed, so that nothing can fail after.
+  bool prepare_staging(uint64_t size, std::string& why);
+  // The peer's ring, from its Hello or Welcome; no larger than the staging area.
   bool set_peer(const wire::RingRef& peer, std::string& why);
   uint64_t registered_bytes() const;
 

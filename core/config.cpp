@@ -8,7 +8,14 @@ namespace {
 
 constexpr std::string_view kPrefix = "FERRY_";
 
-constinit Config g_config;
+// Never destroyed: threads of ferry read settings while the process exits.
+union ConfigHolder {
+  constexpr ConfigHolder() : c() {}
+  ~ConfigHolder() {}
+  Config c;
+};
+constinit ConfigHolder g_holder;
+Config& g_config = g_holder.c;
 
 bool parse_bool(std::string_view v, bool& out) {
   for (const char* t : {"1", "yes", "on", "true"})

@@ -123,9 +123,17 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       }
       if (r < 0 && errno != EAGAIN) return broken(got, errno);
       if (r == 0) {
-        if (!est) return static_cast<long>(got);  // closed before any upgrade
+        // TCP ended. Without an upgrade, or with a peer that left before cutting over,
+        // that is the end of the stream.
+        if (!est || link.peer_gone.load()) return static_cast<long>(got);
         if (cut_known) return broken(got, ECONNRESET);  // TCP ended short of the cutover point
-        // The peer switched and closed: its cutover is on the way over RDMA.
+        // The peer switched and closed: its cutover is on the way over RDMA. A peer
+        // that never switched cannot send one, so the wait is bounded.
+        if (got > 0) return static_cast<long>(got);
+        int w = wait_for(link, seen, static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
+        if (w == -EAGAIN) return 0;
+        if (w < 0) return w;
+        continue;
       }
     } else {
       size_t m;

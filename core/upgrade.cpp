@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -44,6 +45,7 @@ struct Conn : Endpoint, poller::Watcher {
   rdma::CmId id;                     // until the Channel takes it
   std::unique_ptr<Channel> pending;  // built, waiting for ESTABLISHED
   std::string key;                   // server: peer ip | peer port | local port
+  bool committed = false;            // connect/accept sent: only rdma_cm decides now
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
@@ -59,11 +61,18 @@ struct Held {
   Clock::time_point deadline;
 };
 
-// Poller-thread state.
-std::map<Link*, std::unique_ptr<Conn>> g_conns;
-std::map<std::string, Conn*> g_awaiting;  // server conns waiting for their request
-std::vector<Held> g_held;
-std::map<const Socket*, std::unique_ptr<Listener>> g_listeners;
+// Poller-thread state. Never destroyed: the poller keeps running while the process
+// exits and static destructors run.
+struct State {
+  std::map<Link*, std::unique_ptr<Conn>> conns;
+  std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
+  std::vector<Held> held;
+  std::map<const Socket*, std::unique_ptr<Listener>> listeners;
+};
+State& st() {
+  static State* s = new State;
+  return *s;
+}
 
 std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
 
@@ -154,9 +163,9 @@ void unwatch(Link& link) {
 
 void drop_st(Conn* c) {
   unwatch(*c->link);
-  if (!c->key.empty()) g_awaiting.erase(c->key);
+  if (!c->key.empty()) st().awaiting.erase(c->key);
   if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
-  g_conns.erase(c->link.get());  // destroys ids and channels, here on the poller thread
+  st().conns.erase(c->link.get());  // destroys ids and channels, here on the poller thread
 }
 
 // The upgrade is off: the connection stays on TCP.
@@ -183,10 +192,6 @@ void try_cutover_st(Link& link, Socket& s) {
 void established_st(Conn* c) {
   SocketRef s = c->link->socket.lock();
   if (!s) return;  // released meanwhile; retire() cleans up
-  if (s->observed.load()) {
-    fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
-    return;
-  }
   c->registered = c->pending->registered_bytes();
   stats::add(stats::g.rdma_registered_bytes, c->registered);
   c->link->channel = std::move(c->pending);
@@ -208,7 +213,7 @@ rdma_conn_param conn_param(const void* data, uint8_t len) {
   return p;
 }
 
-std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, std::string& why) {
+std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why) {
   std::string dwhy;
   rdma::Device* d = rdma::device_for(id->verbs, dwhy);
   if (!d) {
@@ -216,7 +221,7 @@ std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, std::string& w
     return nullptr;
   }
   poller::watch_device_st(d);
-  return Channel::create(std::move(id), config().ring_size, why, &c->link->signal);
+  return Channel::create(std::move(id), ring_size, why, &c->link->signal);
 }
 
 bool device_ok(rdma_cm_id* id) {
@@ -252,12 +257,19 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
         fail_st(c, stats::g.tcp_no_route, "rdma_resolve_route failed");
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-      c->pending = build_channel_st(c, std::move(c->id), why);
-      if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
+      // The last moment either side may still back out alone.
+      SocketRef s = c->link->socket.lock();
+      if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+      if (s->observed.load())
+        return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+      c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
+      if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
+        return fail_st(c, stats::g.tcp_resources, why.c_str());
       uint8_t hello[wire::kHelloSize];
       wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
       rdma_conn_param p = conn_param(hello, sizeof hello);
-      if (rdma_connect(c->pending->id(), &p) != 0) fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
+      if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
+      c->committed = true;
       return;
     }
     case RDMA_CM_EVENT_ESTABLISHED: {
@@ -285,17 +297,29 @@ void reject_st(rdma::CmId id) {
 
 // Answers a request with the server connection it names.
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
-  g_awaiting.erase(c->key);
+  st().awaiting.erase(c->key);
   c->key.clear();
+  SocketRef s = c->link->socket.lock();
+  if (!s || s->observed.load()) {
+    reject_st(std::move(id));
+    if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+    return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+  }
   id->context = c;
   std::string why;
-  c->pending = build_channel_st(c, std::move(id), why);
+  // Our ring is no larger than the client's, which sized its staging area to it.
+  uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
+  c->pending = build_channel_st(c, std::move(id), ring, why);
   if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
-  if (!c->pending->set_peer(h.ring, why)) return fail_st(c, stats::g.tcp_resources, why.c_str());
+  if (!c->pending->set_peer(h.ring, why)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_resources, why.c_str());
+  }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
   rdma_conn_param p = conn_param(welcome, sizeof welcome);
-  if (rdma_accept(c->pending->id(), &p) != 0) fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
+  if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
+  c->committed = true;
 }
 
 void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len) {
@@ -310,16 +334,16 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
     return reject_st(std::move(id));
   }
   std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
-  auto it = g_awaiting.find(key);
-  if (it != g_awaiting.end()) return accept_request_st(it->second, std::move(id), h);
-  g_held.push_back({std::move(id), h, key, Clock::now() + window()});
-  poller::at_st(g_held.back().deadline, [] {
+  auto it = st().awaiting.find(key);
+  if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
+  st().held.push_back({std::move(id), h, key, Clock::now() + window()});
+  poller::at_st(st().held.back().deadline, [] {
     auto now = Clock::now();
-    for (auto it = g_held.begin(); it != g_held.end();) {
+    for (auto it = st().held.begin(); it != st().held.end();) {
       if (it->deadline <= now) {
         stats::add(stats::g.requests_unmatched, 1);
         reject_st(std::move(it->id));
-        it = g_held.erase(it);
+        it = st().held.erase(it);
       } else {
         ++it;
       }
@@ -341,12 +365,12 @@ void on_server_event_st(Conn* c, rdma_cm_event_type type) {
 }
 
 void start_server_st(Conn* c) {
-  g_awaiting[c->key] = c;
-  for (auto it = g_held.begin(); it != g_held.end(); ++it) {
+  st().awaiting[c->key] = c;
+  for (auto it = st().held.begin(); it != st().held.end(); ++it) {
     if (it->key == c->key) {
       rdma::CmId id = std::move(it->id);
       wire::Hello h = it->hello;
-      g_held.erase(it);
+      st().held.erase(it);
       return accept_request_st(c, std::move(id), h);
     }
   }
@@ -358,8 +382,8 @@ void arm_deadline_st(Conn* c) {
   poller::at_st(Clock::now() + window(), [weak] {
     auto link = weak.lock();
     if (!link) return;
-    auto it = g_conns.find(link.get());
-    if (it == g_conns.end() || link->phase.load() != Link::Phase::handshake) return;
+    auto it = st().conns.find(link.get());
+    if (it == st().conns.end() || it->second->committed || link->phase.load() != Link::Phase::handshake) return;
     fail_st(it->second.get(), link->client ? stats::g.tcp_timeout : stats::g.tcp_peer_refused,
             link->client ? "the upgrade timed out" : "no upgrade request from the peer");
   });
@@ -367,14 +391,14 @@ void arm_deadline_st(Conn* c) {
 
 void adopt_st(std::unique_ptr<Conn> conn) {
   Conn* c = conn.get();
-  g_conns[c->link.get()] = std::move(conn);
+  st().conns[c->link.get()] = std::move(conn);
   arm_deadline_st(c);
 }
 
 // Flushes what was sent, then closes the RDMA side and the TCP duplicate.
 void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
-  auto it = g_conns.find(link.get());
-  if (it == g_conns.end()) return;
+  auto it = st().conns.find(link.get());
+  if (it == st().conns.end()) return;
   Conn* c = it->second.get();
   if (link->channel) {
     bool drained;
@@ -434,7 +458,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
       return;
     }
     FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);
-    g_listeners[key] = std::move(l);
+    st().listeners[key] = std::move(l);
   });
 }
 
@@ -465,7 +489,7 @@ void release(Socket& s) noexcept {
   if (!poller::available()) return;
   const Socket* key = &s;
   if (s.role() == Role::listener) {
-    poller::submit([key] { g_listeners.erase(key); });
+    poller::submit([key] { st().listeners.erase(key); });
     return;
   }
   std::shared_ptr<Link> link = s.link;

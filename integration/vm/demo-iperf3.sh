@@ -4,7 +4,7 @@
 set -eu
 build=$1
 ip=${TESTBED_IP:-198.18.0.1}
-out=$FERRY_VM_OUT
+out=$VM_OUT
 ferry=$build/ferry
 
 echo "RDMA device:"; rdma link show

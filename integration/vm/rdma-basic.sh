@@ -6,19 +6,19 @@ ip=${TESTBED_IP:-198.18.0.1}
 rdma link show | tee /dev/stderr | grep -q 'rxe0/1 state ACTIVE'
 ibv_devinfo -d rxe0 | grep -q 'PORT_ACTIVE'
 
-rping -s -a "$ip" -C 5 -S 64 > "$FERRY_VM_OUT/rping-server.log" 2>&1 &
+rping -s -a "$ip" -C 5 -S 64 > "$VM_OUT/rping-server.log" 2>&1 &
 server=$!
 sleep 1
-rping -c -a "$ip" -C 5 -S 64 -v > "$FERRY_VM_OUT/rping-client.log" 2>&1
+rping -c -a "$ip" -C 5 -S 64 -v > "$VM_OUT/rping-client.log" 2>&1
 wait $server
-cat "$FERRY_VM_OUT/rping-client.log"
-test "$(grep -c 'ping data' "$FERRY_VM_OUT/rping-client.log")" -eq 5
+cat "$VM_OUT/rping-client.log"
+test "$(grep -c 'ping data' "$VM_OUT/rping-client.log")" -eq 5
 
-ib_write_lat -R -n 200 > "$FERRY_VM_OUT/lat-server.log" 2>&1 &
+ib_write_lat -R -n 200 > "$VM_OUT/lat-server.log" 2>&1 &
 server=$!
 sleep 1
-ib_write_lat -R -n 200 "$ip" > "$FERRY_VM_OUT/lat-client.log" 2>&1
+ib_write_lat -R -n 200 "$ip" > "$VM_OUT/lat-client.log" 2>&1
 wait $server
-cat "$FERRY_VM_OUT/lat-client.log"
-grep -Eq '^ *2 +200 +[0-9.]+' "$FERRY_VM_OUT/lat-client.log"
+cat "$VM_OUT/lat-client.log"
+grep -Eq '^ *2 +200 +[0-9.]+' "$VM_OUT/lat-client.log"
 echo "rdma-basic: rxe0 ACTIVE, rping 5/5, ib_write_lat done"

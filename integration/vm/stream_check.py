@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Byte-stream integrity through ferry, both directions at once.
+
+    stream_check.py server IP PORT CONNECTIONS
+    stream_check.py client IP PORT CONNECTIONS SIZE [SIZE...]
+
+With STREAM_SETTLE=SECONDS in the environment the client sends its 8-byte length,
+then waits that long (time for an upgrade to finish) before the rest.
+
+Every connection carries, each way at the same time: an 8-byte length, that many
+random bytes, and the sha256 of those bytes. Each side checks what it received. The
+client picks connection i's size from the SIZE list (cycling); the server answers
+with the same size. Optional first bytes: with --server-first the server speaks
+before reading anything. Exit status 0 only if every byte of every connection
+matched. Blocking sockets only (no select/poll/epoll).
+"""
+import hashlib
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+CHUNK = 1 << 20
+KERNEL = {"acked": 0, "received": 0}
+KERNEL_LOCK = threading.Lock()
+
+
+def note_kernel_bytes(sock):
+    """Adds the kernel's own count of this TCP connection's payload bytes (tcp_info
+    bytes_acked / bytes_received) to the totals: what really crossed kernel TCP."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    if len(info) >= 136:
+        acked, received = struct.unpack_from("QQ", info, 120)
+        with KERNEL_LOCK:
+            KERNEL["acked"] += acked
+            KERNEL["received"] += received
+
+
+def send_stream(sock, size, settle=0.0):
+    h = hashlib.sha256()
+    sock.sendall(struct.pack("!Q", size))
+    if settle:
+        time.sleep(settle)
+    left = size
+    while left:
+        # odd piece sizes exercise ring wrap-around and partial writes
+        piece = os.urandom(min(left, CHUNK - (left % 4093)))
+        h.update(piece)
+        sock.sendall(piece)
+        left -= len(piece)
+    sock.sendall(h.digest())
+
+
+def recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError(f"EOF after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_stream(sock):
+    size = struct.unpack("!Q", recv_exact(sock, 8))[0]
+    h = hashlib.sha256()
+    left = size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError(f"EOF with {left} of {size} bytes missing")
+        h.update(chunk)
+        left -= len(chunk)
+    digest = recv_exact(sock, 32)
+    if digest != h.digest():
+        raise ValueError(f"sha256 mismatch on a {size}-byte stream")
+    return size
+
+
+def converse(sock, size, errors, label):
+    try:
+        settle = float(os.environ.get("STREAM_SETTLE", "0"))
+        sender = threading.Thread(target=send_stream, args=(sock, size, settle))
+        sender.start()
+        got = recv_stream(sock)
+        sender.join()
+        sock.shutdown(socket.SHUT_WR)
+        if sock.recv(1) != b"":
+            raise ValueError("data after the stream")
+        note_kernel_bytes(sock)
+        return got
+    except Exception as e:  # noqa: BLE001 - reported, then the run fails
+        errors.append(f"{label}: {e!r}")
+        return -1
+    finally:
+        sock.close()
+
+
+def server(ip, port, count):
+    lsock = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((ip, port))
+    lsock.listen(256)
+    print("listening", flush=True)
+    errors, threads = [], []
+
+    def serve(conn, i):
+        # The server learns the size from the client, then answers with as many bytes.
+        try:
+            size = struct.unpack("!Q", recv_exact(conn, 8))[0]
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"server {i}: {e!r}")
+            conn.close()
+            return
+        h = hashlib.sha256()
+        left = size
+        settle = float(os.environ.get("STREAM_SETTLE", "0"))
+        sender = threading.Thread(target=send_stream, args=(conn, size, settle))
+        sender.start()
+        try:
+            while left:
+                chunk = conn.recv(min(left, 1 << 20))
+                if not chunk:
+                    raise EOFError(f"EOF with {left} of {size} bytes missing")
+                h.update(chunk)
+                left -= len(chunk)
+            if recv_exact(conn, 32) != h.digest():
+                raise ValueError(f"sha256 mismatch on a {size}-byte stream")
+            sender.join()
+            conn.shutdown(socket.SHUT_WR)
+            if conn.recv(1) != b"":
+                raise ValueError("data after the stream")
+            note_kernel_bytes(conn)
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"server {i}: {e!r}")
+        finally:
+            sender.join()
+            conn.close()
+
+    for i in range(count):
+        conn, _ = lsock.accept()
+        t = threading.Thread(target=serve, args=(conn, i))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    lsock.close()
+    for e in errors:
+        print("ERROR", e, flush=True)
+    print(f"server: {count} connections, {len(errors)} errors; kernel TCP bytes "
+          f"sent {KERNEL['acked']} received {KERNEL['received']}", flush=True)
+    return 1 if errors else 0
+
+
+def client(ip, port, count, sizes):
+    errors, threads, total = [], [], [0]
+
+    def one(i):
+        size = sizes[i % len(sizes)]
+        sock = socket.create_connection((ip, port))
+        got = converse(sock, size, errors, f"client {i}")
+        if got >= 0:
+            total[0] += got
+
+    for i in range(count):
+        t = threading.Thread(target=one, args=(i,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    for e in errors:
+        print("ERROR", e, flush=True)
+    print(f"client: {count} connections, {total[0]} bytes received intact, {len(errors)} errors; "
+          f"kernel TCP bytes sent {KERNEL['acked']} received {KERNEL['received']}", flush=True)
+    return 1 if errors else 0
+
+
+def main(argv):
+    role, ip, port, count = argv[1], argv[2], int(argv[3]), int(argv[4])
+    if role == "server":
+        return server(ip, port, count)
+    return client(ip, port, count, [int(s) for s in argv[5:]] or [1 << 20])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
