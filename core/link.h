@@ -40,6 +40,12 @@ struct Link {
   uint64_t tcp_received = 0;
   bool rd_shut = false;
 
+  // Whether the program wants this connection on RDMA, decided at its first data call:
+  // a blocking socket it does not wait on with epoll/poll/select goes ahead; anything
+  // else stays on TCP (readiness of upgraded sockets does not live in user space yet).
+  enum Arm : int { undecided = 0, go = 1, declined = 2 };
+  std::atomic<int> arm{undecided};
+
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 

@@ -46,6 +46,9 @@ struct Conn : Endpoint, poller::Watcher {
   std::unique_ptr<Channel> pending;  // built, waiting for ESTABLISHED
   std::string key;                   // server: peer ip | peer port | local port
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
+  bool resolved = false;             // client: route resolved, waiting for the arm
+  rdma::CmId parked;                 // server: the matching request, waiting for the arm
+  wire::Hello parked_hello;
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
@@ -168,6 +171,10 @@ void drop_st(Conn* c) {
   st().conns.erase(c->link.get());  // destroys ids and channels, here on the poller thread
 }
 
+void reject_st(rdma::CmId id) {
+  if (id) rdma_reject(id.get(), nullptr, 0);
+}
+
 // The upgrade is off: the connection stays on TCP.
 void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   stats::add(reason, 1);
@@ -177,6 +184,7 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   if (SocketRef s = c->link->socket.lock()) s->transition(Transport::upgrading, Transport::kernel);
   c->link->signal.bump();
   if (c->pending) rdma_disconnect(c->pending->id());
+  if (c->parked) reject_st(std::move(c->parked));
   drop_st(c);
 }
 
@@ -248,30 +256,49 @@ void start_client_st(Conn* c) {
   }
 }
 
-void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
-  std::string why;
+void connect_when_armed_st(Conn* c);
+
+void on_route_event_st(Conn* c, rdma_cm_event_type type) {
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       if (!device_ok(c->id.get())) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
       if (rdma_resolve_route(c->id.get(), static_cast<int>(config().upgrade_timeout_ms)) != 0)
         fail_st(c, stats::g.tcp_no_route, "rdma_resolve_route failed");
       return;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-      // The last moment either side may still back out alone.
-      SocketRef s = c->link->socket.lock();
-      if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
-      if (s->observed.load())
-        return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
-      c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
-      if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
-        return fail_st(c, stats::g.tcp_resources, why.c_str());
-      uint8_t hello[wire::kHelloSize];
-      wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
-      rdma_conn_param p = conn_param(hello, sizeof hello);
-      if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
-      c->committed = true;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      c->resolved = true;
+      return connect_when_armed_st(c);
+    default:
       return;
-    }
+  }
+}
+
+// The client connects once the route is known and the program has armed the upgrade.
+void connect_when_armed_st(Conn* c) {
+  int arm = c->link->arm.load();
+  if (!c->resolved || arm == Link::undecided || c->committed) return;
+  // The last moment either side may still back out alone.
+  SocketRef s = c->link->socket.lock();
+  if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  if (arm == Link::declined || s->observed.load())
+    return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+  std::string why;
+  c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
+  if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
+    return fail_st(c, stats::g.tcp_resources, why.c_str());
+  uint8_t hello[wire::kHelloSize];
+  wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
+  rdma_conn_param p = conn_param(hello, sizeof hello);
+  if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
+  c->committed = true;
+}
+
+void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
+  std::string why;
+  switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return on_route_event_st(c, type);
     case RDMA_CM_EVENT_ESTABLISHED: {
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
@@ -291,16 +318,18 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
   }
 }
 
-void reject_st(rdma::CmId id) {
-  if (id) rdma_reject(id.get(), nullptr, 0);
-}
-
 // Answers a request with the server connection it names.
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   st().awaiting.erase(c->key);
   c->key.clear();
+  if (c->link->arm.load() == Link::undecided) {
+    // Matched; answered once the program's first data call arms the upgrade.
+    c->parked = std::move(id);
+    c->parked_hello = h;
+    return;
+  }
   SocketRef s = c->link->socket.lock();
-  if (!s || s->observed.load()) {
+  if (!s || s->observed.load() || c->link->arm.load() == Link::declined) {
     reject_st(std::move(id));
     if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
     return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
@@ -384,8 +413,12 @@ void arm_deadline_st(Conn* c) {
     if (!link) return;
     auto it = st().conns.find(link.get());
     if (it == st().conns.end() || it->second->committed || link->phase.load() != Link::Phase::handshake) return;
-    fail_st(it->second.get(), link->client ? stats::g.tcp_timeout : stats::g.tcp_peer_refused,
-            link->client ? "the upgrade timed out" : "no upgrade request from the peer");
+    Conn* c = it->second.get();
+    if (link->client || c->parked) {
+      fail_st(c, stats::g.tcp_timeout, "the upgrade did not complete in time");
+    } else {
+      fail_st(c, stats::g.tcp_peer_refused, "no upgrade request from the peer");
+    }
   });
 }
 
@@ -477,6 +510,26 @@ void server_accepted(int fd, const SocketRef& s) noexcept {
     std::unique_ptr<Conn> owned(c);
     adopt_st(std::move(owned));
     start_server_st(c);
+  });
+}
+
+void first_data_call(Socket& s, bool blocking) noexcept {
+  std::shared_ptr<Link> link = s.link;
+  if (!link || link->arm.load() != Link::undecided) return;
+  int want = blocking && !s.observed.load() ? Link::go : Link::declined;
+  int expected = Link::undecided;
+  if (!link->arm.compare_exchange_strong(expected, want)) return;
+  poller::submit([link] {
+    auto it = st().conns.find(link.get());
+    if (it == st().conns.end()) return;
+    Conn* c = it->second.get();
+    if (link->client) return connect_when_armed_st(c);
+    if (c->parked) {
+      rdma::CmId id = std::move(c->parked);
+      return accept_request_st(c, std::move(id), c->parked_hello);
+    }
+    if (link->arm.load() == Link::declined)
+      fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
   });
 }
 
