@@ -46,6 +46,9 @@ struct Link {
   enum Arm : int { undecided = 0, go = 1, declined = 2 };
   std::atomic<int> arm{undecided};
 
+  // In a forked child: the RDMA resources are the parent's and must not be touched.
+  bool orphaned = false;
+
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 

@@ -83,6 +83,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s, !nonblock);
   std::lock_guard<std::mutex> rx(s.rx_mu);
   Link& link = *s.link;
+  if (link.orphaned) return -ECONNRESET;
   if (link.rd_shut) return 0;
   size_t got = 0;
   for (;;) {
@@ -180,6 +181,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     return r;
   }
   if (flags & MSG_OOB) return -EOPNOTSUPP;
+  if (link.orphaned) return epipe(0, flags);
   Channel& ch = *link.channel;
   if (link.fin_sent) return epipe(0, flags);
   if (!link.tx_cut) {

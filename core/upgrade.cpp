@@ -1,6 +1,7 @@
 #include "core/upgrade.h"
 
 #include "core/config.h"
+#include "core/fdtable.h"
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/log.h"
@@ -530,6 +531,17 @@ void first_data_call(Socket& s, bool blocking) noexcept {
     }
     if (link->arm.load() == Link::declined)
       fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+  });
+}
+
+void after_fork_child() noexcept {
+  fd_table().for_each([](int, const SocketRef& s) {
+    if (!s->link) return;
+    if (s->transition(Transport::upgrading, Transport::kernel)) {
+      s->link->phase.store(Link::Phase::failed);
+    } else if (s->transport() == Transport::rdma) {
+      s->link->orphaned = true;
+    }
   });
 }
 

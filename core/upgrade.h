@@ -24,6 +24,10 @@ void closing(int fd, Socket& s) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
 
+// In a forked child: connections still upgrading stay on TCP here; upgraded ones
+// cannot be used by the child (their RDMA resources belong to the parent).
+void after_fork_child() noexcept;
+
 // Poller thread: one rdma_cm event (this function acknowledges it).
 void on_cm_event_st(rdma_cm_event* ev);
 
