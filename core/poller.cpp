@@ -95,8 +95,11 @@ int next_timeout_ms() {
 }
 
 void loop() {
+  // The program's signals go to the program's threads; faults stay deliverable here so
+  // that FERRY_BACKTRACE can report them.
   sigset_t all;
   sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   epoll_event evs[64];
   for (;;) {
@@ -122,6 +125,7 @@ void loop() {
       delete fn;
     }
     run_timers_st();
+    upgrade::end_of_batch_st();
   }
 }
 

@@ -72,6 +72,7 @@ struct State {
   std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
   std::vector<Held> held;
   std::map<const Socket*, std::unique_ptr<Listener>> listeners;
+  std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
 };
 State& st() {
   static State* s = new State;
@@ -169,7 +170,11 @@ void drop_st(Conn* c) {
   unwatch(*c->link);
   if (!c->key.empty()) st().awaiting.erase(c->key);
   if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
-  st().conns.erase(c->link.get());  // destroys ids and channels, here on the poller thread
+  auto it = st().conns.find(c->link.get());
+  if (it == st().conns.end()) return;
+  // Destroys ids and channels, here on the poller thread, once this round is over.
+  st().dropped.push_back(std::move(it->second));
+  st().conns.erase(it);
 }
 
 void reject_st(rdma::CmId id) {
@@ -569,6 +574,8 @@ void release(Socket& s) noexcept {
   }
   poller::submit([link] { retire_st(link, 2000); });
 }
+
+void end_of_batch_st() { st().dropped.clear(); }
 
 void on_cm_event_st(rdma_cm_event* ev) {
   // Copy what is needed, then acknowledge: an id can only be destroyed once its

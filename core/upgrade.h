@@ -30,5 +30,8 @@ void after_fork_child() noexcept;
 
 // Poller thread: one rdma_cm event (this function acknowledges it).
 void on_cm_event_st(rdma_cm_event* ev);
+// Poller thread, after each round of events: frees connections dropped during it (an
+// event for them may still be in the round's list).
+void end_of_batch_st();
 
 }  // namespace ferry::upgrade
