@@ -106,7 +106,7 @@ const std::vector<Setting>& settings() {
       {{"FERRY_UPGRADE_TIMEOUT_MS", "2000", "How long an upgrade may take, and how long a server holds an early request."},
        [](std::string_view v, Config& c) { return parse_u32(v, 10, 600000, c.upgrade_timeout_ms); },
        "milliseconds, 10 to 600000"},
-      {{"FERRY_POLL_US", "20", "Busy-poll this many microseconds before a blocking call sleeps."},
+      {{"FERRY_POLL_US", "1000", "Busy-poll this many microseconds before a blocking call sleeps."},
        [](std::string_view v, Config& c) { return parse_u32(v, 0, 1000000, c.poll_us); },
        "microseconds, 0 to 1000000"},
       {{"FERRY_LIBRARY", "(found)", "Launcher only: the libferry.so to preload, when not next to the ferry program."},

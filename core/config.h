@@ -18,7 +18,7 @@ struct Config {
   std::string devices;                // FERRY_DEVICES ("" = every ACTIVE device)
   uint64_t ring_size = 256 * 1024;    // FERRY_RING_SIZE, bytes of each receive ring
   uint32_t upgrade_timeout_ms = 2000; // FERRY_UPGRADE_TIMEOUT_MS
-  uint32_t poll_us = 20;              // FERRY_POLL_US: busy-poll before sleeping
+  uint32_t poll_us = 1000;            // FERRY_POLL_US: busy-poll before sleeping
 };
 
 // One documented setting, as `ferry --help` and the README list them.

@@ -21,7 +21,7 @@ verbs() {  # t_typical of 64-byte RDMA WRITE, usec
 
 nptcp() {  # NPtcp one-way time for 64-byte messages, usec; $1 = "" or the ferry launcher
   local pre=$1
-  $pre NPtcp > /dev/null 2>&1 &
+  $pre NPtcp -l 64 -u 64 > /dev/null 2>&1 &
   local s=$!
   sleep 1
   $pre NPtcp -h "$ip" -l 64 -u 64 -o /tmp/np.lat > /dev/null 2>&1
@@ -33,8 +33,12 @@ for i in $(seq "$runs"); do
   verbs >> /tmp/lat.verbs
   nptcp "" >> /tmp/lat.tcp
   nptcp "$build/ferry" >> /tmp/lat.ferry
+  FERRY_POLL_US=1000 nptcp "$build/ferry" >> /tmp/lat.spin
 done
-v=$(median < /tmp/lat.verbs); t=$(median < /tmp/lat.tcp); f=$(median < /tmp/lat.ferry)
+v=$(median < /tmp/lat.verbs); t=$(median < /tmp/lat.tcp); f=$(median < /tmp/lat.ferry); p=$(median < /tmp/lat.spin)
 printf '\n64-byte one-way latency, usec, median of %d runs (Soft-RoCE under TCG: compare ratios only)\n' "$runs"
-printf '%-22s %10s\n' "raw verbs (ib_write_lat)" "$v" "kernel TCP (NPtcp)" "$t" "ferry (NPtcp)" "$f"
-awk -v v="$v" -v t="$t" -v f="$f" 'BEGIN {printf "ferry / raw verbs %8.2f\nferry / kernel TCP %7.2f\n", f / v, f / t}'
+printf '%-34s %10s\n' "raw verbs (ib_write_lat)" "$v" "kernel TCP (NPtcp)" "$t" "ferry (NPtcp)" "$f" \
+  "ferry, FERRY_POLL_US=1000 (NPtcp)" "$p"
+awk -v v="$v" -v t="$t" -v f="$f" -v p="$p" 'BEGIN {
+  printf "ferry / raw verbs %8.2f   (FERRY_POLL_US=1000: %.2f)\n", f / v, p / v
+  printf "ferry / kernel TCP %7.2f   (FERRY_POLL_US=1000: %.2f)\n", f / t, p / t }'
