@@ -457,9 +457,9 @@ void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
   drop_st(c);
 }
 
-}  // namespace
-
-void client_connected(int fd, const SocketRef& s) noexcept {
+// Either side of a fresh connection: the handshake starts in the background unless
+// the peer is loopback or the process has no RDMA.
+void start(int fd, const SocketRef& s, bool client) noexcept {
   sockaddr_storage local, peer;
   if (!addresses(fd, local, peer)) return;
   if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
@@ -467,14 +467,23 @@ void client_connected(int fd, const SocketRef& s) noexcept {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
-  auto conn = begin(fd, s, true, local, peer);
+  auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
-  poller::submit([c = conn.release()] {
+  if (!client) conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+  poller::submit([c = conn.release(), client] {
     std::unique_ptr<Conn> owned(c);
     adopt_st(std::move(owned));
-    start_client_st(c);
+    if (client) {
+      start_client_st(c);
+    } else {
+      start_server_st(c);
+    }
   });
 }
+
+}  // namespace
+
+void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
   if (!poller::available()) return;
@@ -501,23 +510,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   });
 }
 
-void server_accepted(int fd, const SocketRef& s) noexcept {
-  sockaddr_storage local, peer;
-  if (!addresses(fd, local, peer)) return;
-  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
-  if (!poller::available()) {
-    stats::add(stats::g.tcp_no_rdma, 1);
-    return;
-  }
-  auto conn = begin(fd, s, false, local, peer);
-  if (!conn) return;
-  conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
-  poller::submit([c = conn.release()] {
-    std::unique_ptr<Conn> owned(c);
-    adopt_st(std::move(owned));
-    start_server_st(c);
-  });
-}
+void server_accepted(int fd, const SocketRef& s) noexcept { start(fd, s, false); }
 
 void first_data_call(Socket& s, bool blocking) noexcept {
   std::shared_ptr<Link> link = s.link;

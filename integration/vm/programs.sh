@@ -103,49 +103,11 @@ stop $server
 record $res
 
 name=fork-server
-cat > /tmp/fork_server.py <<'PY'
-import socketserver, sys
-class Echo(socketserver.BaseRequestHandler):
-    def handle(self):
-        while True:
-            data = self.request.recv(65536)
-            if not data:
-                break
-            self.request.sendall(data)
-class Server(socketserver.ForkingTCPServer):
-    allow_reuse_address = True
-with Server((sys.argv[1], int(sys.argv[2])), Echo) as s:
-    s.serve_forever()
-PY
-cat > /tmp/fork_client.py <<'PY'
-import hashlib, os, socket, sys, threading
-ip, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-errors = []
-def one(i):
-    data = os.urandom(300000 + i * 7919)
-    with socket.create_connection((ip, port)) as c:
-        t = threading.Thread(target=c.sendall, args=(data,))
-        t.start()
-        got = bytearray()
-        while len(got) < len(data):
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-        t.join()
-        c.shutdown(socket.SHUT_WR)
-        if c.recv(1) != b"" or hashlib.sha256(got).digest() != hashlib.sha256(data).digest():
-            errors.append(i)
-threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-for t in threads: t.start()
-for t in threads: t.join()
-print("connections", n, "errors", len(errors))
-sys.exit(1 if errors else 0)
-PY
-under server /usr/bin/python3 /tmp/fork_server.py "$ip" 7777 > "$out/$name.server.out" 2>&1 &
+fork_echo="$(cd "$(dirname "$0")/.." && pwd)/programs/fork_echo.py"
+under server /usr/bin/python3 "$fork_echo" server "$ip" 7777 > "$out/$name.server.out" 2>&1 &
 server=$!
 wait_port 7777
-if under client /usr/bin/python3 /tmp/fork_client.py "$ip" 7777 8 > "$out/$name.client.out" 2>&1; then res=ok; else
+if under client /usr/bin/python3 "$fork_echo" client "$ip" 7777 8 > "$out/$name.client.out" 2>&1; then res=ok; else
   res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
 stop $server
 record $res

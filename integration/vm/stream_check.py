@@ -64,7 +64,11 @@ def recv_exact(sock, n):
 
 
 def recv_stream(sock):
-    size = struct.unpack("!Q", recv_exact(sock, 8))[0]
+    return recv_body(sock, struct.unpack("!Q", recv_exact(sock, 8))[0])
+
+
+def recv_body(sock, size):
+    """The stream after its length: the bytes, then their sha256, checked."""
     h = hashlib.sha256()
     left = size
     while left:
@@ -114,20 +118,11 @@ def server(ip, port, count):
             errors.append(f"server {i}: {e!r}")
             conn.close()
             return
-        h = hashlib.sha256()
-        left = size
         settle = float(os.environ.get("STREAM_SETTLE", "0"))
         sender = threading.Thread(target=send_stream, args=(conn, size, settle))
         sender.start()
         try:
-            while left:
-                chunk = conn.recv(min(left, 1 << 20))
-                if not chunk:
-                    raise EOFError(f"EOF with {left} of {size} bytes missing")
-                h.update(chunk)
-                left -= len(chunk)
-            if recv_exact(conn, 32) != h.digest():
-                raise ValueError(f"sha256 mismatch on a {size}-byte stream")
+            recv_body(conn, size)
             sender.join()
             conn.shutdown(socket.SHUT_WR)
             if conn.recv(1) != b"":
