@@ -71,12 +71,31 @@ long tcp_verdict(int fd, size_t done) {
   return broken(done, ECONNRESET);
 }
 
+// A zero-length receive returns 0 once there is something to read (or the stream
+// ended), and blocks until then, as the kernel's TCP does.
+long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    if (s.transport() == Transport::kernel) return api::sys(real.recv(fd, nullptr, 0, nonblock ? MSG_DONTWAIT : 0));
+    long r = stream::readable(fd, s);
+    if (r != 0) return r < 0 ? r : 0;
+    char c;
+    if (real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0 && !link.established()) return 0;
+    if (link.established()) {
+      std::lock_guard<std::mutex> lock(link.channel->mu());
+      if (link.channel->peer_fin() || link.channel->failed()) return 0;
+    }
+    if (nonblock) return -EAGAIN;
+    int w = wait_for(link, seen, s.rcvtimeo_us.load());
+    if (w < 0) return w;
+  }
+}
+
 }  // namespace
 
 long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
   const size_t total = total_of(iov, iovcnt);
-  if (total == 0) return 0;
   const bool peek = flags & MSG_PEEK;
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   const bool waitall = (flags & MSG_WAITALL) && !peek;
@@ -85,6 +104,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
   if (link.rd_shut) return 0;
+  if (total == 0) return zero_length(fd, s, link, nonblock);
   size_t got = 0;
   for (;;) {
     Slice rest(iov, iovcnt, got, total - got);

@@ -552,7 +552,15 @@ void release(Socket& s) noexcept {
   if (!poller::available()) return;
   const Socket* key = &s;
   if (s.role() == Role::listener) {
-    poller::submit([key] { st().listeners.erase(key); });
+    // Requests for connections accepted just before the close may still be on their
+    // way: the rdma_cm listener stays for one upgrade window.
+    poller::submit([key] {
+      auto it = st().listeners.find(key);
+      if (it == st().listeners.end()) return;
+      std::shared_ptr<Listener> l(std::move(it->second));
+      st().listeners.erase(it);
+      poller::at_st(Clock::now() + window(), [l] {});
+    });
     return;
   }
   std::shared_ptr<Link> link = s.link;

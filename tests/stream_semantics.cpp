@@ -1,0 +1,255 @@
+// Blocking-socket semantics on one TCP connection per scenario, both ends in this
+// process. Prints one line per observable result (return value, errno, bytes); run
+// plainly and under ferry, the outputs must be identical. Under ferry every scenario
+// first waits until its connection is on RDMA (SEMANTICS_STAT_CMD names `ferry stat`), so
+// the checks exercise the upgraded path, not the kernel's.
+//   stream_semantics IP
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+const char* g_ip;
+int g_port = 7600;
+int g_upgrades = 0;
+
+void show(const char* what, long r) {
+  if (r < 0) {
+    printf("  %s: -1 %s\n", what, strerrorname_np(errno));
+  } else {
+    printf("  %s: %ld\n", what, r);
+  }
+}
+
+// Waits until ferry's counters show `n` upgraded connections (only under ferry).
+void wait_upgraded(int n) {
+  const char* cmd = getenv("SEMANTICS_STAT_CMD");
+  if (!cmd) return;
+  std::string line = std::string(cmd) + " " + std::to_string(getpid());
+  time_t give_up = time(nullptr) + 20;
+  while (time(nullptr) < give_up) {
+    FILE* p = popen(line.c_str(), "r");
+    char buf[256];
+    long up = -1;
+    while (p && fgets(buf, sizeof buf, p)) {
+      char name[64];
+      long v;
+      if (sscanf(buf, " %63s %ld", name, &v) == 2 && !strcmp(name, "upgraded")) up = v;
+    }
+    if (p) pclose(p);
+    if (up >= n) return;
+    usleep(20000);
+  }
+  fprintf(stderr, "connection %d never reached RDMA\n", n);
+}
+
+// A connected pair (client, server) on a fresh port, with one byte exchanged each way
+// (the first data call of each side, which lets the upgrade commit).
+struct Pair {
+  int c = -1, s = -1;
+  Pair() {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(++g_port));
+    inet_pton(AF_INET, g_ip, &a.sin_addr);
+    if (bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, 4)) perror("listen");
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+    s = accept(l, nullptr, nullptr);
+    close(l);
+    char b = 'h';
+    std::thread t([&] {
+      char x;
+      recv(s, &x, 1, 0);
+      send(s, &x, 1, 0);
+    });
+    send(c, &b, 1, 0);
+    recv(c, &b, 1, 0);
+    t.join();
+    wait_upgraded(g_upgrades += 2);
+  }
+  ~Pair() {
+    if (c >= 0) close(c);
+    if (s >= 0) close(s);
+  }
+};
+
+void peek_then_read() {
+  puts("peek then read");
+  Pair p;
+  show("send", send(p.c, "abcdef", 6, 0));
+  char buf[16] = {};
+  show("recv MSG_PEEK|MSG_WAITALL 4", recv(p.s, buf, 4, MSG_PEEK | MSG_WAITALL));
+  printf("  peeked %.4s\n", buf);
+  show("recv 6 MSG_WAITALL", recv(p.s, buf, 6, MSG_WAITALL));
+  printf("  read %.6s\n", buf);
+}
+
+void waitall_across_pieces() {
+  puts("MSG_WAITALL across pieces");
+  Pair p;
+  std::thread t([&] {
+    for (int i = 0; i < 5; ++i) {
+      usleep(20000);
+      send(p.c, "0123456789", 10, 0);
+    }
+  });
+  char buf[64] = {};
+  show("recv 50 MSG_WAITALL", recv(p.s, buf, 50, MSG_WAITALL));
+  t.join();
+  printf("  %.50s\n", buf);
+}
+
+void nonblocking_flags() {
+  puts("MSG_DONTWAIT and zero-length calls");
+  Pair p;
+  char buf[8];
+  show("recv MSG_DONTWAIT, nothing there", recv(p.s, buf, sizeof buf, MSG_DONTWAIT));
+  show("send 0 bytes", send(p.c, buf, 0, 0));
+  show("send 3", send(p.c, "xyz", 3, 0));
+  usleep(100000);
+  show("recv 0 bytes with data waiting", recv(p.s, buf, 0, 0));
+  int n = -1;
+  show("ioctl FIONREAD", ioctl(p.s, FIONREAD, &n));
+  printf("  FIONREAD %d\n", n);
+  show("recv MSG_DONTWAIT 8", recv(p.s, buf, sizeof buf, MSG_DONTWAIT));
+}
+
+void receive_timeout() {
+  puts("SO_RCVTIMEO");
+  Pair p;
+  timeval tv{0, 200000};
+  show("setsockopt SO_RCVTIMEO", setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+  char buf[8];
+  show("recv with nothing to read", recv(p.s, buf, sizeof buf, 0));
+}
+
+void vectors() {
+  puts("writev and readv");
+  Pair p;
+  iovec out[3] = {{const_cast<char*>("ab"), 2}, {const_cast<char*>(""), 0}, {const_cast<char*>("cdefg"), 5}};
+  show("writev", writev(p.c, out, 3));
+  char x[3] = {}, y[4] = {};
+  iovec in[2] = {{x, 3}, {y, 4}};
+  size_t got = 0;
+  while (got < 7) {
+    long r = readv(p.s, in, 2);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+    if (got < 7) {  // move the vector on (a short read is the kernel's right)
+      size_t skip = static_cast<size_t>(r);
+      for (auto& v : in) {
+        size_t d = skip < v.iov_len ? skip : v.iov_len;
+        v.iov_base = static_cast<char*>(v.iov_base) + d;
+        v.iov_len -= d;
+        skip -= d;
+      }
+    }
+  }
+  printf("  readv got %zu: %.3s|%.4s\n", got, x, y);
+}
+
+void shutdown_write_gives_eof() {
+  puts("shutdown(SHUT_WR): data, then EOF");
+  Pair p;
+  show("send 5", send(p.c, "hello", 5, 0));
+  show("shutdown SHUT_WR", shutdown(p.c, SHUT_WR));
+  char buf[16] = {};
+  show("recv 5 MSG_WAITALL", recv(p.s, buf, 5, MSG_WAITALL));
+  show("recv after EOF", recv(p.s, buf, sizeof buf, 0));
+  show("recv after EOF again", recv(p.s, buf, sizeof buf, 0));
+  show("send back after peer's SHUT_WR", send(p.s, "ok", 2, 0));
+  show("client reads the reply", recv(p.c, buf, 2, MSG_WAITALL));
+}
+
+void shutdown_read() {
+  puts("shutdown(SHUT_RD)");
+  Pair p;
+  show("shutdown SHUT_RD", shutdown(p.s, SHUT_RD));
+  char buf[4];
+  show("recv after SHUT_RD", recv(p.s, buf, sizeof buf, 0));
+}
+
+void close_after_burst() {
+  puts("close after a burst: every byte, then EOF");
+  Pair p;
+  std::vector<char> data(3 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
+  std::thread t([&] {
+    size_t off = 0;
+    while (off < data.size()) {
+      long r = send(p.c, data.data() + off, data.size() - off, 0);
+      if (r <= 0) break;
+      off += static_cast<size_t>(r);
+    }
+    close(p.c);
+    p.c = -1;
+  });
+  std::vector<char> in(data.size() + 1);  // room for one byte too many
+  size_t got = 0;
+  for (;;) {
+    long r = recv(p.s, in.data() + got, in.size() - got, 0);
+    if (r <= 0) {
+      show("final recv", r);
+      break;
+    }
+    got += static_cast<size_t>(r);
+  }
+  t.join();
+  bool same = got == data.size() && !memcmp(in.data(), data.data(), got);
+  printf("  received %zu bytes, %s\n", got, same ? "identical" : "DIFFERENT");
+}
+
+void send_to_closed_peer() {
+  puts("send to a closed peer: EPIPE with MSG_NOSIGNAL");
+  Pair p;
+  close(p.s);
+  p.s = -1;
+  char buf[4096] = {};
+  long r = 0;
+  int i = 0;
+  for (; i < 200 && r >= 0; ++i) {
+    r = send(p.c, buf, sizeof buf, MSG_NOSIGNAL);
+    usleep(5000);
+  }
+  show("eventually", r);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  g_ip = argv[1];
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  peek_then_read();
+  waitall_across_pieces();
+  nonblocking_flags();
+  receive_timeout();
+  vectors();
+  shutdown_write_gives_eof();
+  shutdown_read();
+  close_after_burst();
+  send_to_closed_peer();
+  puts("done");
+  return 0;
+}
