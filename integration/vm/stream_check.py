@@ -102,6 +102,15 @@ def converse(sock, size, errors, label):
         sock.close()
 
 
+def finish(errors, summary):
+    """Prints every error and the one-line summary (with the kernel's TCP byte counts)."""
+    for e in errors:
+        print("ERROR", e, flush=True)
+    print(f"{summary}, {len(errors)} errors; kernel TCP bytes sent {KERNEL['acked']} "
+          f"received {KERNEL['received']}", flush=True)
+    return 1 if errors else 0
+
+
 def server(ip, port, count):
     lsock = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -142,11 +151,7 @@ def server(ip, port, count):
     for t in threads:
         t.join()
     lsock.close()
-    for e in errors:
-        print("ERROR", e, flush=True)
-    print(f"server: {count} connections, {len(errors)} errors; kernel TCP bytes "
-          f"sent {KERNEL['acked']} received {KERNEL['received']}", flush=True)
-    return 1 if errors else 0
+    return finish(errors, f"server: {count} connections")
 
 
 def client(ip, port, count, sizes):
@@ -165,11 +170,7 @@ def client(ip, port, count, sizes):
         threads.append(t)
     for t in threads:
         t.join()
-    for e in errors:
-        print("ERROR", e, flush=True)
-    print(f"client: {count} connections, {total[0]} bytes received intact, {len(errors)} errors; "
-          f"kernel TCP bytes sent {KERNEL['acked']} received {KERNEL['received']}", flush=True)
-    return 1 if errors else 0
+    return finish(errors, f"client: {count} connections, {total[0]} bytes received intact")
 
 
 def main(argv):
