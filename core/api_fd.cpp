@@ -1,5 +1,6 @@
 #include "core/api.h"
 
+#include "core/epoll_set.h"
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/stream.h"
@@ -12,14 +13,20 @@
 namespace ferry::api {
 namespace {
 
+template <class T>
+void alias_in(FdMap<T>& map, int from, int fd) noexcept {
+  if (auto obj = map.get(from)) {
+    map.set(fd, std::move(obj));
+  } else {
+    map.take(fd);
+  }
+}
+
 // fd now refers to what `from` refers to (dup family).
 void alias(int from, long fd) noexcept {
   if (fd < 0) return;
-  if (SocketRef s = fd_table().get(from)) {
-    fd_table().set(static_cast<int>(fd), std::move(s));
-  } else {
-    fd_table().take(static_cast<int>(fd));
-  }
+  alias_in(fd_table(), from, static_cast<int>(fd));
+  alias_in(epoll_sets(), from, static_cast<int>(fd));
 }
 
 bool is_log_fd(int fd) noexcept { return fd >= 0 && fd == log::private_fd(); }
@@ -37,6 +44,7 @@ long close(int fd) noexcept {
   // Untrack first: once the kernel frees the number another thread may reuse it.
   SocketRef s = fd_table().take(fd);
   if (s && s->link) upgrade::closing(fd, *s);
+  if (epoll_sets().tracked(fd)) epoll_sets().take(fd);
   return sys(real.close(fd));
 }
 
@@ -73,6 +81,7 @@ long close_range(unsigned first, unsigned last, int flags) noexcept {
         upgrade::closing(fd, *s);
     });
     fd_table().take_range(first, last);
+    epoll_sets().take_range(first, last);
   }
   if (log_fd < 0 || first > last || static_cast<unsigned>(log_fd) < first || static_cast<unsigned>(log_fd) > last)
     return sys(real.close_range(first, last, flags));

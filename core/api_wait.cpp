@@ -1,72 +1,150 @@
-// Readiness calls. Readiness of upgraded sockets does not live in user space yet, so a
-// socket the program waits on with epoll/poll/select is kept on TCP, where the kernel's
-// answer is the exact answer.
+// Readiness calls. Upgraded sockets' readiness lives in user space (core/readiness.h):
+// poll and select over them run poll_mixed(); epoll instances that hold TCP sockets
+// have an EpollSet. Calls that involve no upgraded socket are the kernel's own.
 #include "core/api.h"
 
+#include "core/epoll_set.h"
 #include "core/fdtable.h"
 #include "core/log.h"
+#include "core/poll_mixed.h"
+
+#include <sys/select.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace ferry::api {
 namespace {
 
-void observe(int fd) noexcept {
-  if (!fd_table().tracked(fd)) return;
-  SocketRef s = fd_table().get(fd);
-  if (!s || s->observed.exchange(true)) return;
-  if (s->transport() == Transport::rdma) {
-    FERRY_LOG(warn, "readiness", "fd %d is already on RDMA: epoll/poll/select on it is not supported yet", fd);
+int64_t ms_to_us(int ms) { return ms < 0 ? -1 : static_cast<int64_t>(ms) * 1000; }
+int64_t ts_to_us(const timespec* ts) { return ts ? ts->tv_sec * 1000000LL + ts->tv_nsec / 1000 : -1; }
+
+bool any_upgraded(int nfds, const fd_set* r, const fd_set* w, const fd_set* e) {
+  bool found = false;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
+    if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))) continue;
+    pollfd p{fd, 0, 0};
+    found = needs_user_space(&p, 1) || found;
   }
+  return found;
 }
 
-void observe(const pollfd* fds, nfds_t n) noexcept {
-  if (!fds) return;
-  for (nfds_t i = 0; i < n; ++i) observe(fds[i].fd);
-}
-
-void observe(int nfds, const fd_set* r, const fd_set* w, const fd_set* e) noexcept {
-  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd)
-    if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) observe(fd);
+// select over upgraded sockets, as poll: the sets become poll entries and back.
+long select_mixed(int nfds, fd_set* r, fd_set* w, fd_set* e, int64_t timeout_us, const sigset_t* mask) {
+  std::vector<pollfd> fds;
+  for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
+    short ev = 0;
+    if (r && FD_ISSET(fd, r)) ev |= POLLIN;
+    if (w && FD_ISSET(fd, w)) ev |= POLLOUT;
+    if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
+    if (ev) fds.push_back({fd, ev, 0});
+  }
+  long n = poll_mixed(fds.data(), fds.size(), timeout_us, mask);
+  if (n < 0) return n;
+  for (const pollfd& p : fds)
+    if (p.revents & POLLNVAL) return -EBADF;
+  if (r) FD_ZERO(r);
+  if (w) FD_ZERO(w);
+  if (e) FD_ZERO(e);
+  long count = 0;
+  for (const pollfd& p : fds) {
+    // The kernel's select: readable on IN/HUP/ERR, writable on OUT/ERR, except on PRI.
+    if ((p.events & POLLIN) && (p.revents & (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR))) {
+      FD_SET(p.fd, r);
+      ++count;
+    }
+    if ((p.events & POLLOUT) && (p.revents & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR))) {
+      FD_SET(p.fd, w);
+      ++count;
+    }
+    if ((p.events & POLLPRI) && (p.revents & POLLPRI)) {
+      FD_SET(p.fd, e);
+      ++count;
+    }
+  }
+  return count;
 }
 
 }  // namespace
 
 long poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
-  observe(fds, n);
-  return sys(real.poll(fds, n, timeout_ms));
+  if (!needs_user_space(fds, n)) return sys(real.poll(fds, n, timeout_ms));
+  return poll_mixed(fds, n, ms_to_us(timeout_ms), nullptr);
 }
 
 long ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) noexcept {
-  observe(fds, n);
-  return sys(real.ppoll(fds, n, timeout, mask));
+  if (!needs_user_space(fds, n)) return sys(real.ppoll(fds, n, timeout, mask));
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
+  return poll_mixed(fds, n, ts_to_us(timeout), mask);
 }
 
 long select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) noexcept {
-  observe(nfds, r, w, e);
-  return sys(real.select(nfds, r, w, e, timeout));
+  if (nfds < 0 || !any_upgraded(nfds, r, w, e)) return sys(real.select(nfds, r, w, e, timeout));
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) return -EINVAL;
+  int64_t t = timeout ? timeout->tv_sec * 1000000LL + timeout->tv_usec : -1;
+  int64_t start = now_us();
+  long n = select_mixed(nfds, r, w, e, t, nullptr);
+  if (timeout) {
+    // Linux's select leaves the time not slept in *timeout.
+    int64_t left = std::max<int64_t>(0, t - (now_us() - start));
+    timeout->tv_sec = left / 1000000;
+    timeout->tv_usec = left % 1000000;
+  }
+  return n;
 }
 
 long pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout, const sigset_t* mask) noexcept {
-  observe(nfds, r, w, e);
-  return sys(real.pselect(nfds, r, w, e, timeout, mask));
+  if (nfds < 0 || !any_upgraded(nfds, r, w, e)) return sys(real.pselect(nfds, r, w, e, timeout, mask));
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
+  return select_mixed(nfds, r, w, e, ts_to_us(timeout), mask);
 }
 
-long epoll_create(int size) noexcept { return sys(real.epoll_create(size)); }
-long epoll_create1(int flags) noexcept { return sys(real.epoll_create1(flags)); }
+namespace {
+long created(long epfd) {
+  if (epfd < 0) return epfd;
+  // Made now, the set sees every epoll_ctl of the instance.
+  if (auto set = EpollSet::create(static_cast<int>(epfd))) epoll_sets().set(static_cast<int>(epfd), std::move(set));
+  return epfd;
+}
+}  // namespace
+
+long epoll_create(int size) noexcept { return created(sys(real.epoll_create(size))); }
+long epoll_create1(int flags) noexcept { return created(sys(real.epoll_create1(flags))); }
+
 long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-  if (op != EPOLL_CTL_DEL) observe(fd);
-  return sys(real.epoll_ctl(epfd, op, fd, ev));
+  if (epoll_sets().tracked(fd) && op != EPOLL_CTL_DEL) {
+    if (auto inner = epoll_sets().get(fd)) inner->nested();
+  }
+  if (!fd_table().tracked(fd)) return sys(real.epoll_ctl(epfd, op, fd, ev));
+  SocketRef s = fd_table().get(fd);
+  std::shared_ptr<EpollSet> set = epoll_sets().get(epfd);
+  if (!s || !set) {
+    if (!s || op != EPOLL_CTL_ADD) return sys(real.epoll_ctl(epfd, op, fd, ev));
+    // An instance ferry has not seen created (inherited, or made before ferry loaded).
+    set = EpollSet::create(epfd);
+    if (!set) return sys(real.epoll_ctl(epfd, op, fd, ev));
+    epoll_sets().set(epfd, set);
+  }
+  return set->ctl(epfd, op, fd, ev, s);
 }
 
 long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
+  if (auto set = epoll_sets().get(epfd); set && !set->plain())
+    return set->wait(epfd, evs, max, ms_to_us(timeout_ms), nullptr);
   return sys(real.epoll_wait(epfd, evs, max, timeout_ms));
 }
 
 long epoll_pwait(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) noexcept {
+  if (auto set = epoll_sets().get(epfd); set && !set->plain())
+    return set->wait(epfd, evs, max, ms_to_us(timeout_ms), mask);
   return sys(real.epoll_pwait(epfd, evs, max, timeout_ms, mask));
 }
 
 long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, const sigset_t* mask) noexcept {
-  return sys(real.epoll_pwait2(epfd, evs, max, timeout, mask));
+  auto set = epoll_sets().get(epfd);
+  if (!set || set->plain()) return sys(real.epoll_pwait2(epfd, evs, max, timeout, mask));
+  if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
+  return set->wait(epfd, evs, max, ts_to_us(timeout), mask);
 }
 
 }  // namespace ferry::api

@@ -225,6 +225,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
   ring::Span span = tx_.reserve(want);
+  if (span.total() < want) tx_starved_ = true;
   if (span.total() == 0) {
     if (want > 0 && blocked_sent_at_ != tx_.written()) {
       blocked_sent_at_ = tx_.written();
@@ -254,6 +255,10 @@ void Channel::handle_control_st(const wire::Control& c) {
   switch (c.op) {
     case wire::Op::credit:
       if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
+      if (tx_starved_ && writable_st()) {
+        tx_starved_ = false;
+        ++tx_events_;
+      }
       break;
     case wire::Op::blocked:
       peer_blocked_ = true;
@@ -269,6 +274,7 @@ void Channel::handle_control_st(const wire::Control& c) {
     case wire::Op::fin:
       if (c.value != rx_.produced()) fail_st("peer's final cursor does not match the bytes received");
       peer_fin_ = true;
+      ++rx_events_;
       break;
   }
 }
@@ -294,6 +300,7 @@ bool Channel::progress_st() {
         int slot = static_cast<int>(w.wr_id & ~kRecvTag);
         if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           if (!rx_.land(ntohl(w.imm_data))) fail_st("peer wrote past the credits it was given");
+          ++rx_events_;
         } else {
           wire::Control c;
           if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
@@ -317,7 +324,11 @@ bool Channel::progress_st() {
 void Channel::arm_st() { ibv_req_notify_cq(cq_.get(), 0); }
 
 void Channel::fail_st(const std::string& why) {
-  if (error_.empty()) error_ = why;
+  if (!error_.empty()) return;
+  error_ = why;
+  ++rx_events_;
+  ++tx_events_;
+  signal_->bump();
 }
 
 // A zero-length signaled write: its completion proves every earlier request completed.

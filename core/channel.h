@@ -61,6 +61,13 @@ class Channel {
   size_t recv_st(const iovec* iov, int iovcnt, bool peek);
   size_t readable_st() const { return rx_.readable(); }
   size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
+  // Writable the way kernel TCP counts it: free space at least half of what is queued,
+  // so a writer woken by it can queue a useful amount.
+  bool writable_st() const { return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0; }
+  // Counters of the events edge-triggered readiness reports: bytes, end of stream or
+  // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
+  uint32_t rx_events_st() const { return rx_events_; }
+  uint32_t tx_events_st() const { return tx_events_; }
   uint64_t unacked_st() const { return tx_.in_flight(); }
   uint64_t written_st() const { return tx_.written(); }
   bool post_control_st(wire::Op op, uint64_t value);
@@ -112,6 +119,8 @@ class Channel {
   bool peer_cutover_known_ = false;
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
+  bool tx_starved_ = false;
+  uint32_t rx_events_ = 0, tx_events_ = 0;
   std::string error_;
 };
 

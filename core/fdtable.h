@@ -1,6 +1,6 @@
-// fd number -> Socket. Reads are lock-free; the table grows lazily in 1,024-fd leaves
-// as sockets with higher numbers appear, so nothing is sized to RLIMIT_NOFILE and
-// there is no fd ceiling below INT_MAX.
+// fd number -> shared object (a Socket, an epoll set). Reads are lock-free; the table
+// grows lazily in 1,024-fd leaves as higher numbers appear, so nothing is sized to
+// RLIMIT_NOFILE and there is no fd ceiling below INT_MAX.
 #pragma once
 
 #include "core/socket.h"
@@ -9,18 +9,22 @@
 #include <climits>
 #include <cstddef>
 #include <memory>
+#include <new>
 
 namespace ferry {
 
-class FdTable {
+template <class T>
+class FdMap {
  public:
-  FdTable() = default;
-  ~FdTable();
-  FdTable(const FdTable&) = delete;
-  FdTable& operator=(const FdTable&) = delete;
+  using Ref = std::shared_ptr<T>;
 
-  // The socket behind fd, or null when fd is not a tracked TCP socket.
-  SocketRef get(int fd) const noexcept {
+  FdMap() = default;
+  ~FdMap();
+  FdMap(const FdMap&) = delete;
+  FdMap& operator=(const FdMap&) = delete;
+
+  // The object behind fd, or null when fd is not tracked.
+  Ref get(int fd) const noexcept {
     const Slot* s = find(fd);
     if (!s || !s->present.load(std::memory_order_acquire)) return nullptr;
     return s->socket.load(std::memory_order_acquire);
@@ -33,9 +37,9 @@ class FdTable {
 
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
   // range; returns false only when that allocation fails.
-  bool set(int fd, SocketRef s) noexcept;
+  bool set(int fd, Ref s) noexcept;
   // Unbinds fd and returns what was bound.
-  SocketRef take(int fd) noexcept;
+  Ref take(int fd) noexcept;
   // Unbinds every tracked fd in [lo, hi]; cost follows the allocated leaves only.
   void take_range(unsigned lo, unsigned hi) noexcept;
   // Calls f(fd, socket) for each tracked fd, in fd order.
@@ -50,7 +54,7 @@ class FdTable {
 
   struct Slot {
     std::atomic<bool> present{false};
-    std::atomic<SocketRef> socket;
+    std::atomic<Ref> socket;
   };
   struct Leaf {
     Slot slots[kLeaf];
@@ -73,8 +77,9 @@ class FdTable {
   std::atomic<size_t> size_{0};
 };
 
+template <class T>
 template <class F>
-void FdTable::for_each(F&& f) const {
+void FdMap<T>::for_each(F&& f) const {
   for (int t = 0; t < kTop; ++t) {
     Mid* m = top_[t].load(std::memory_order_acquire);
     if (!m) continue;
@@ -83,14 +88,89 @@ void FdTable::for_each(F&& f) const {
       if (!l) continue;
       for (int j = 0; j < kLeaf; ++j) {
         if (!l->slots[j].present.load(std::memory_order_acquire)) continue;
-        SocketRef s = l->slots[j].socket.load(std::memory_order_acquire);
+        Ref s = l->slots[j].socket.load(std::memory_order_acquire);
         if (s) f((t << (kLeafBits + kMidBits)) | (i << kLeafBits) | j, s);
       }
     }
   }
 }
 
-// The process's table. Never destroyed: calls may arrive during exit.
+template <class T>
+FdMap<T>::~FdMap() {
+  for (auto& t : top_) {
+    Mid* m = t.load();
+    if (!m) continue;
+    for (auto& l : m->leaves) delete l.load();
+    delete m;
+  }
+}
+
+namespace fdmap_detail {
+// The node behind `slot`, allocated (once, whichever thread wins) if missing.
+template <class Node>
+Node* node_at(std::atomic<Node*>& slot) noexcept {
+  Node* n = slot.load(std::memory_order_acquire);
+  if (n) return n;
+  Node* fresh = new (std::nothrow) Node;
+  if (!fresh) return nullptr;
+  if (slot.compare_exchange_strong(n, fresh, std::memory_order_acq_rel)) return fresh;
+  delete fresh;  // another thread grew it first; n now holds theirs
+  return n;
+}
+}  // namespace fdmap_detail
+
+template <class T>
+typename FdMap<T>::Slot* FdMap<T>::find_or_grow(int fd) noexcept {
+  if (fd < 0) return nullptr;
+  unsigned u = static_cast<unsigned>(fd);
+  Mid* m = fdmap_detail::node_at(top_[u >> (kLeafBits + kMidBits)]);
+  Leaf* l = m ? fdmap_detail::node_at(m->leaves[(u >> kLeafBits) & (kMid - 1)]) : nullptr;
+  return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
+}
+
+template <class T>
+bool FdMap<T>::set(int fd, Ref s) noexcept {
+  Slot* slot = find_or_grow(fd);
+  if (!slot) return false;
+  bool had = slot->present.exchange(false, std::memory_order_acq_rel);
+  slot->socket.store(std::move(s), std::memory_order_release);
+  slot->present.store(true, std::memory_order_release);
+  if (!had) size_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+template <class T>
+typename FdMap<T>::Ref FdMap<T>::take(int fd) noexcept {
+  Slot* slot = const_cast<Slot*>(find(fd));
+  if (!slot || !slot->present.exchange(false, std::memory_order_acq_rel)) return nullptr;
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  return slot->socket.exchange(nullptr, std::memory_order_acq_rel);
+}
+
+template <class T>
+void FdMap<T>::take_range(unsigned lo, unsigned hi) noexcept {
+  if (lo > static_cast<unsigned>(INT_MAX)) return;
+  if (hi > static_cast<unsigned>(INT_MAX)) hi = INT_MAX;
+  for (unsigned fd = lo; fd <= hi;) {
+    Mid* m = top_[fd >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
+    unsigned span = m ? (m->leaves[(fd >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire)
+                             ? 1u
+                             : kLeaf - (fd & (kLeaf - 1)))
+                      : (1u << (kLeafBits + kMidBits)) - (fd & ((1u << (kLeafBits + kMidBits)) - 1));
+    if (span == 1) take(static_cast<int>(fd));
+    if (hi - fd < span) break;
+    fd += span;
+  }
+}
+
+template <class T>
+size_t FdMap<T>::size() const noexcept {
+  return size_.load(std::memory_order_relaxed);
+}
+
+using FdTable = FdMap<Socket>;
+
+// The process's table of TCP sockets. Never destroyed: calls may arrive during exit.
 FdTable& fd_table() noexcept;
 
 }  // namespace ferry

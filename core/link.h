@@ -32,18 +32,17 @@ struct Link {
   std::atomic<bool> watching{false};
   std::weak_ptr<Socket> socket;
 
-  // Guarded by Socket::tx_mu.
+  // Written under Socket::tx_mu; readiness reads them without it.
   uint64_t tcp_sent = 0;
   bool tx_cut = false;
-  bool fin_sent = false;
-  // Guarded by Socket::rx_mu.
-  uint64_t tcp_received = 0;
-  bool rd_shut = false;
+  std::atomic<bool> fin_sent{false};
+  // Written under Socket::rx_mu; readiness reads them without it.
+  std::atomic<uint64_t> tcp_received{0};
+  std::atomic<bool> rd_shut{false};
 
-  // Whether the program wants this connection on RDMA, decided at its first data call:
-  // a blocking socket it does not wait on with epoll/poll/select goes ahead; anything
-  // else stays on TCP (readiness of upgraded sockets does not live in user space yet).
-  enum Arm : int { undecided = 0, go = 1, declined = 2 };
+  // The upgrade commits at the program's first data call on the connection: a
+  // connection that never carries data costs no queue pair.
+  enum Arm : int { undecided = 0, go = 1 };
   std::atomic<int> arm{undecided};
 
   // In a forked child: the RDMA resources are the parent's and must not be touched.

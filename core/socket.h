@@ -54,11 +54,6 @@ class Socket {
   std::atomic<int64_t> sndtimeo_us{0};
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
 
-  // Set by the program's use of epoll/poll/select: readiness of upgraded sockets
-  // lives in the kernel until user-space readiness exists, so such a socket is not
-  // cut over.
-  std::atomic<bool> observed{false};
-
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;
   // Serializes sends (kernel and RDMA) and the send-side cutover.

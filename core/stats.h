@@ -24,12 +24,12 @@ namespace ferry::stats {
   X(tcp_peer_refused, "kept on TCP: the peer refused or runs no ferry")          \
   X(tcp_timeout, "kept on TCP: the upgrade did not finish in time")              \
   X(tcp_resources, "kept on TCP: a QP, CQ or MR could not be created")           \
-  X(tcp_readiness, "kept on TCP: the program waits on it with epoll/poll/select") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \
   X(poller_wakeups, "times the poller thread woke up")                           \
   X(waits, "times a blocking call slept")                                         \
+  X(ready_sleeps, "times epoll/poll/select slept with upgraded sockets to watch")  \
   X(bytes_tcp_sent, "bytes sent on tracked sockets through kernel TCP")          \
   X(bytes_tcp_received, "bytes received on tracked sockets through kernel TCP")  \
   X(bytes_rdma_sent, "bytes sent over RDMA")                                     \

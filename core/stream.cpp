@@ -99,7 +99,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const bool peek = flags & MSG_PEEK;
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   const bool waitall = (flags & MSG_WAITALL) && !peek;
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s, !nonblock);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
   std::lock_guard<std::mutex> rx(s.rx_mu);
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
@@ -186,7 +186,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s, !nonblock);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
   std::lock_guard<std::mutex> tx(s.tx_mu);
   Link& link = *s.link;
   if (!link.established() || s.transport() == Transport::kernel) {

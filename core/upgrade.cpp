@@ -286,8 +286,6 @@ void connect_when_armed_st(Conn* c) {
   // The last moment either side may still back out alone.
   SocketRef s = c->link->socket.lock();
   if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
-  if (arm == Link::declined || s->observed.load())
-    return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
   std::string why;
   c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
   if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
@@ -335,10 +333,9 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     return;
   }
   SocketRef s = c->link->socket.lock();
-  if (!s || s->observed.load() || c->link->arm.load() == Link::declined) {
+  if (!s) {
     reject_st(std::move(id));
-    if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
-    return fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
+    return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
   }
   id->context = c;
   std::string why;
@@ -512,12 +509,11 @@ void server_listening(int fd, const SocketRef& s) noexcept {
 
 void server_accepted(int fd, const SocketRef& s) noexcept { start(fd, s, false); }
 
-void first_data_call(Socket& s, bool blocking) noexcept {
+void first_data_call(Socket& s) noexcept {
   std::shared_ptr<Link> link = s.link;
   if (!link || link->arm.load() != Link::undecided) return;
-  int want = blocking && !s.observed.load() ? Link::go : Link::declined;
   int expected = Link::undecided;
-  if (!link->arm.compare_exchange_strong(expected, want)) return;
+  if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
   poller::submit([link] {
     auto it = st().conns.find(link.get());
     if (it == st().conns.end()) return;
@@ -525,10 +521,8 @@ void first_data_call(Socket& s, bool blocking) noexcept {
     if (link->client) return connect_when_armed_st(c);
     if (c->parked) {
       rdma::CmId id = std::move(c->parked);
-      return accept_request_st(c, std::move(id), c->parked_hello);
+      accept_request_st(c, std::move(id), c->parked_hello);
     }
-    if (link->arm.load() == Link::declined)
-      fail_st(c, stats::g.tcp_readiness, "the program waits on it with epoll/poll/select");
   });
 }
 

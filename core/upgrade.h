@@ -16,9 +16,9 @@ namespace ferry::upgrade {
 void client_connected(int fd, const SocketRef& s) noexcept;
 void server_listening(int fd, const SocketRef& s) noexcept;
 void server_accepted(int fd, const SocketRef& s) noexcept;
-// The program's first data call on an upgrading socket: decides whether the upgrade
-// may commit (see Link::arm).
-void first_data_call(Socket& s, bool blocking) noexcept;
+// The program's first data call on an upgrading socket: the upgrade may commit now
+// (see Link::arm).
+void first_data_call(Socket& s) noexcept;
 // The program is about to close (or dup2 over) fd, a descriptor of s.
 void closing(int fd, Socket& s) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.

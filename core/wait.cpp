@@ -9,12 +9,13 @@
 #include <climits>
 
 namespace ferry {
-namespace {
-int64_t now_us() {
+int64_t now_us() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
+
+namespace {
 uint32_t* word(Signal& s) { return reinterpret_cast<uint32_t*>(&s.seq); }
 }  // namespace
 
@@ -22,6 +23,27 @@ void Signal::bump() noexcept {
   seq.fetch_add(1, std::memory_order_seq_cst);
   if (sleepers.load(std::memory_order_seq_cst) > 0)
     syscall(SYS_futex, word(*this), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+  if (waiter_count_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    for (Waiter* w : waiters_) w->wake();
+  }
+}
+
+void Signal::add(Waiter* w) {
+  std::lock_guard<std::mutex> lock(waiters_mu_);
+  waiters_.push_back(w);
+  waiter_count_.store(static_cast<uint32_t>(waiters_.size()), std::memory_order_seq_cst);
+}
+
+void Signal::remove(Waiter* w) noexcept {
+  std::lock_guard<std::mutex> lock(waiters_mu_);
+  for (size_t i = 0; i < waiters_.size(); ++i) {
+    if (waiters_[i] != w) continue;
+    waiters_[i] = waiters_.back();
+    waiters_.pop_back();
+    break;
+  }
+  waiter_count_.store(static_cast<uint32_t>(waiters_.size()), std::memory_order_seq_cst);
 }
 
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, bool (*poll)(void*),

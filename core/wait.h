@@ -4,18 +4,42 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 namespace ferry {
 
+// Something that sleeps in the kernel on behalf of many Signals (an epoll set, a poll
+// call): told about every bump of a Signal it was added to. wake() runs on the bumping
+// thread, possibly with a Channel's lock held: it must not block or take locks.
+struct Waiter {
+  virtual void wake() noexcept = 0;
+
+ protected:
+  ~Waiter() = default;
+};
+
 // A change counter that sleepers wait on. bump() costs one atomic add, plus a futex
-// wake only when someone sleeps.
+// wake only when someone sleeps, plus a call per added Waiter.
 struct Signal {
   std::atomic<uint32_t> seq{0};
   std::atomic<uint32_t> sleepers{0};
 
   uint32_t load() const { return seq.load(std::memory_order_seq_cst); }
   void bump() noexcept;
+
+  // Once remove() returns, w is not called any more and may go away.
+  void add(Waiter* w);
+  void remove(Waiter* w) noexcept;
+
+ private:
+  std::atomic<uint32_t> waiter_count_{0};
+  std::mutex waiters_mu_;
+  std::vector<Waiter*> waiters_;
 };
+
+// CLOCK_MONOTONIC in microseconds.
+int64_t now_us() noexcept;
 
 // Waits until `s` moves past `seen`. `poll` (may be null) is called while spinning and
 // may itself bump s. `timeout_us` 0 = no limit. Returns 0, -EAGAIN on timeout, or

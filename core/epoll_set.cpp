@@ -1,0 +1,285 @@
+#include "core/epoll_set.h"
+
+#include "core/api.h"
+#include "core/config.h"
+#include "core/libc.h"
+#include "core/stats.h"
+
+#include <algorithm>
+
+namespace ferry {
+namespace {
+
+constexpr uint32_t kInterest = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM |
+                               EPOLLWRBAND | EPOLLMSG | EPOLLRDHUP;
+constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
+constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
+// How many spinning rounds pass between looks at the kernel's descriptors.
+constexpr int kKernelEvery = 16;
+
+// What the kernel set holds for an upgraded socket: the program's flags (so the kernel
+// validates them exactly as it would have) and no interest in any event.
+epoll_event inert(const epoll_event& ev) {
+  epoll_event k{};
+  k.events = (ev.events & ~kInterest) | EPOLLET;
+  k.data = ev.data;
+  return k;
+}
+
+// Makes the kernel registration of fd inert. EPOLLEXCLUSIVE registrations cannot be
+// modified, only replaced.
+void make_inert(int epfd, int fd, const epoll_event& ev) {
+  epoll_event k = inert(ev);
+  if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &k) == 0) return;
+  if (errno == EINVAL && real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr) == 0)
+    real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &k);
+}
+
+int to_ms(int64_t us) { return us < 0 ? -1 : static_cast<int>(std::min<int64_t>((us + 999) / 1000, INT32_MAX)); }
+
+}  // namespace
+
+struct EpollSet::Reg final : Waiter {
+  EpollSet* set = nullptr;
+  int fd = -1;
+  const Socket* key = nullptr;
+  std::weak_ptr<Socket> socket;
+  std::shared_ptr<Link> link;  // attached once the socket has one
+  epoll_event ev{};            // as the program asked
+  bool user = false;           // events come from readiness::of()
+  bool fresh = true;           // added or modified since the last look
+  bool disabled = false;       // EPOLLONESHOT fired
+  uint32_t last = 0, seen_rx = 0, seen_tx = 0;
+  std::atomic<bool> dirty{true};
+
+  void wake() noexcept override {
+    dirty.store(true, std::memory_order_seq_cst);
+    set->kicker_.kick();
+  }
+  void attach(const SocketRef& s) {
+    if (link || s->transport() == Transport::kernel) return;  // the link is published by then
+    link = s->link;
+    link->signal.add(this);
+    dirty.store(true);
+  }
+  ~Reg() {
+    if (link) link->signal.remove(this);
+  }
+};
+
+std::shared_ptr<EpollSet> EpollSet::create(int epfd) noexcept {
+  std::shared_ptr<EpollSet> set(new (std::nothrow) EpollSet);
+  if (!set || !set->kicker_.open()) return nullptr;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &set->kicker_;
+  if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, set->kicker_.fd(), &ev) != 0) return nullptr;
+  return set;
+}
+
+EpollSet::~EpollSet() {
+  // Registrations first: none may kick a closed kicker.
+  regs_.clear();
+}
+
+EpollSet::Reg* EpollSet::find(int fd, const Socket* s) {
+  for (auto& r : regs_)
+    if (r->fd == fd && r->key == s) return r.get();
+  return nullptr;
+}
+
+long EpollSet::ctl(int epfd, int op, int fd, epoll_event* ev, const SocketRef& s) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  Reg* r = find(fd, s.get());
+  const bool user = op == EPOLL_CTL_ADD ? readiness::in_user_space(*s) : r && r->user;
+  epoll_event k;
+  epoll_event* kev = ev;
+  if (ev && user && op != EPOLL_CTL_DEL) {
+    k = inert(*ev);
+    kev = &k;
+  }
+  long res = api::sys(real.epoll_ctl(epfd, op, fd, kev));
+  if (res != 0) return res;
+  if (op == EPOLL_CTL_ADD) {
+    // An earlier registration of this number whose file has closed is gone from the
+    // kernel set too.
+    std::erase_if(regs_, [&](const std::unique_ptr<Reg>& old) {
+      if (old->fd != fd) return false;
+      if (old->user) --user_;
+      return true;
+    });
+    used_.store(true);
+    auto fresh = std::make_unique<Reg>();
+    fresh->set = this;
+    fresh->fd = fd;
+    fresh->key = s.get();
+    fresh->socket = s;
+    fresh->ev = *ev;
+    fresh->user = user;
+    fresh->attach(s);
+    if (user) ++user_;
+    r = fresh.get();
+    regs_.push_back(std::move(fresh));
+  } else if (op == EPOLL_CTL_MOD && r) {
+    r->ev = *ev;
+    r->fresh = true;
+    r->disabled = false;
+  } else if (op == EPOLL_CTL_DEL && r) {
+    if (r->user) --user_;
+    std::erase_if(regs_, [&](const std::unique_ptr<Reg>& x) { return x.get() == r; });
+    return 0;
+  }
+  // A sleeper must look at a socket that became interesting, as the kernel's would.
+  if (r && r->user) r->wake();
+  return 0;
+}
+
+void EpollSet::reconcile(int epfd) {
+  for (size_t i = 0; i < regs_.size();) {
+    Reg& r = *regs_[i];
+    SocketRef s = r.socket.lock();
+    if (!s) {
+      // The file closed: the kernel dropped the registration with it.
+      if (r.user) --user_;
+      regs_.erase(regs_.begin() + static_cast<long>(i));
+      continue;
+    }
+    r.attach(s);
+    if (!r.user && readiness::in_user_space(*s)) {
+      r.user = true;
+      r.fresh = true;
+      r.dirty.store(true);
+      ++user_;
+      if (fd_table().get(r.fd) == s) make_inert(epfd, r.fd, r.ev);
+    }
+    ++i;
+  }
+}
+
+int EpollSet::collect(epoll_event* evs, int max) {
+  int n = 0;
+  const size_t count = regs_.size();
+  size_t next = cursor_;
+  for (size_t k = 0; k < count && n < max; ++k) {
+    Reg& r = *regs_[(cursor_ + k) % count];
+    if (!r.user || r.disabled) continue;
+    const bool et = r.ev.events & EPOLLET;
+    const bool dirty = r.dirty.exchange(false, std::memory_order_seq_cst);
+    if (!dirty && !r.fresh && (et || r.last == 0)) continue;
+    if (r.socket.expired()) continue;  // reconcile() drops it
+    readiness::State st = readiness::of(r.fd, *r.link);
+    const uint32_t want = (r.ev.events & kInterest) | EPOLLERR | EPOLLHUP;
+    const uint32_t ready = st.events & want;
+    bool report = ready != 0;
+    if (et) {
+      report = ready && (r.fresh || (st.rx_events != r.seen_rx && (want & kIn)) ||
+                         (st.tx_events != r.seen_tx && (want & kOut)) || (ready & ~r.last));
+    }
+    r.fresh = false;
+    r.seen_rx = st.rx_events;
+    r.seen_tx = st.tx_events;
+    r.last = ready;
+    if (!report) continue;
+    evs[n].events = ready;
+    evs[n].data = r.ev.data;
+    ++n;
+    if (r.ev.events & EPOLLONESHOT) r.disabled = true;
+    next = (cursor_ + k + 1) % count;
+  }
+  cursor_ = next;
+  return n;
+}
+
+int EpollSet::filter(epoll_event* evs, int n) {
+  int out = 0;
+  for (int i = 0; i < n; ++i) {
+    if (evs[i].data.ptr == &kicker_) {
+      kicker_.drain();
+      continue;
+    }
+    bool upgraded = false;
+    if (user_ > 0) {
+      for (auto& r : regs_) {
+        if (r->user && r->ev.data.u64 == evs[i].data.u64) {
+          upgraded = true;
+          break;
+        }
+      }
+    }
+    if (!upgraded) evs[out++] = evs[i];
+  }
+  return out;
+}
+
+void EpollSet::drive_all() {
+  for (auto& r : regs_)
+    if (r->user && r->link) readiness::drive(*r->link);
+}
+
+void EpollSet::nested() noexcept {
+  if (nested_.exchange(true)) return;
+  kicker_.arm();  // for good: the outer waiter sleeps on the kernel's view of this set
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : regs_)
+    if (r->user) r->wake();
+}
+
+long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept {
+  if (max <= 0 || !evs) return api::sys(real.epoll_pwait(epfd, evs, max, 0, mask));
+  const int64_t start = now_us();
+  const int64_t spin_us = config().poll_us;
+  for (int round = 0;; ++round) {
+    int n;
+    bool user;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reconcile(epfd);
+      n = collect(evs, max);
+      user = user_ > 0;
+    }
+    const int64_t elapsed = now_us() - start;
+    const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
+    const bool spinning = n == 0 && left != 0 && user && elapsed < spin_us;
+    bool sleep = n == 0 && left != 0 && !spinning;
+    if (sleep) {
+      // Armed, every change from here on kicks; one more look closes the gap.
+      kicker_.arm();
+      std::lock_guard<std::mutex> lock(mu_);
+      n = collect(evs, max);
+      if (n > 0) {
+        kicker_.disarm();
+        sleep = false;
+      }
+    }
+    int k = 0;
+    if (n < max && (sleep || !spinning || round % kKernelEvery == 0)) {
+      if (sleep) stats::add(stats::g.ready_sleeps, 1);
+      k = real.epoll_pwait(epfd, evs + n, max - n, sleep ? to_ms(left) : 0, mask);
+      const int err = errno;
+      if (sleep) kicker_.disarm();
+      if (k < 0) return n > 0 ? n : -err;
+      std::lock_guard<std::mutex> lock(mu_);
+      k = filter(evs + n, k);
+    }
+    if (n + k > 0) {
+      if (nested_.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& r : regs_)
+          if (r->user && r->last && !(r->ev.events & EPOLLET)) r->wake();
+      }
+      return n + k;
+    }
+    if (left == 0) return 0;
+    if (spinning) {
+      std::lock_guard<std::mutex> lock(mu_);
+      drive_all();
+    }
+  }
+}
+
+FdMap<EpollSet>& epoll_sets() noexcept {
+  static FdMap<EpollSet>* sets = new FdMap<EpollSet>;  // never destroyed, like the fd table
+  return *sets;
+}
+
+}  // namespace ferry

@@ -1,0 +1,63 @@
+// What ferry adds to one epoll instance that holds TCP sockets: the registrations of
+// those sockets (so that, once a socket's bytes travel over RDMA, its events come from
+// user space) and a Kicker inside the kernel set that wakes sleepers when an upgraded
+// socket's state changes. The kernel set stays the program's: kernel fds, errno of
+// epoll_ctl and nesting keep the kernel's exact behaviour. An upgraded socket stays
+// registered in the kernel set with no interest bits, so the kernel still validates
+// every epoll_ctl on it and forgets it when its file closes.
+#pragma once
+
+#include "core/fdtable.h"
+#include "core/readiness.h"
+
+#include <signal.h>
+#include <sys/epoll.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace ferry {
+
+class EpollSet {
+ public:
+  // The set for the epoll instance epfd refers to; null when its kicker cannot be made.
+  static std::shared_ptr<EpollSet> create(int epfd) noexcept;
+  ~EpollSet();
+
+  // epoll_ctl on a tracked TCP socket s.
+  long ctl(int epfd, int op, int fd, epoll_event* ev, const SocketRef& s) noexcept;
+  // epoll_wait/epoll_pwait/epoll_pwait2; timeout_us < 0 waits forever. False from
+  // plain() means the kernel's own call is the whole answer.
+  bool plain() const noexcept { return !used_.load(std::memory_order_relaxed); }
+  long wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept;
+  // The epoll instance itself is watched by another epoll set, poll or select: its
+  // kernel readiness must then include the upgraded sockets' readiness.
+  void nested() noexcept;
+
+ private:
+  struct Reg;
+  EpollSet() = default;
+  Reg* find(int fd, const Socket* s);
+  // Moves registrations whose socket went to RDMA to user space; drops those the kernel
+  // forgot. Needs mu_.
+  void reconcile(int epfd);
+  // Appends ready user-space events; needs mu_.
+  int collect(epoll_event* evs, int max);
+  // Drops kernel events that are ferry's own or belong to upgraded sockets.
+  int filter(epoll_event* evs, int n);
+  void drive_all();
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Reg>> regs_;
+  size_t cursor_ = 0;  // where collect() starts: every ready socket gets its turn
+  size_t user_ = 0;    // registrations in user space
+  readiness::Kicker kicker_;
+  std::atomic<bool> nested_{false};
+  std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop
+};
+
+// epoll instances ferry has a set for, by descriptor (dup'ed descriptors share it).
+FdMap<EpollSet>& epoll_sets() noexcept;
+
+}  // namespace ferry

@@ -1,0 +1,148 @@
+#include "core/poll_mixed.h"
+
+#include "core/api.h"
+#include "core/config.h"
+#include "core/epoll_set.h"
+#include "core/fdtable.h"
+#include "core/libc.h"
+#include "core/readiness.h"
+#include "core/stats.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ferry {
+namespace {
+
+constexpr int kKernelEvery = 16;
+
+struct ThreadWaiter final : Waiter {
+  readiness::Kicker kicker;
+  bool ok = kicker.open();
+  void wake() noexcept override { kicker.kick(); }
+};
+
+ThreadWaiter& thread_waiter() {
+  thread_local ThreadWaiter w;
+  return w;
+}
+
+struct Entry {
+  nfds_t index;
+  SocketRef socket;
+};
+
+// Scratch kept per thread so that a steady poll loop allocates nothing.
+struct Scratch {
+  std::vector<pollfd> kernel;
+  std::vector<Entry> user;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+int user_revents(const pollfd& p, Entry& e) {
+  readiness::State st = readiness::of(p.fd, *e.socket->link);
+  return static_cast<int>(st.events & (static_cast<uint32_t>(p.events) | POLLERR | POLLHUP));
+}
+
+timespec to_timespec(int64_t us) { return timespec{us / 1000000, (us % 1000000) * 1000}; }
+
+}  // namespace
+
+bool needs_user_space(const pollfd* fds, nfds_t n) noexcept {
+  if (!fds) return false;
+  bool user = false;
+  for (nfds_t i = 0; i < n; ++i) {
+    int fd = fds[i].fd;
+    if (fd_table().tracked(fd)) {
+      SocketRef s = fd_table().get(fd);
+      user = user || (s && readiness::in_user_space(*s));
+    } else if (epoll_sets().tracked(fd)) {
+      if (auto set = epoll_sets().get(fd)) set->nested();
+    }
+  }
+  return user;
+}
+
+long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask) noexcept {
+  ThreadWaiter& w = thread_waiter();
+  Scratch& sc = scratch();
+  if (!w.ok || sc.user.size() > 0) {
+    // No kicker, or a signal handler polling inside a poll: the kernel's answer alone.
+    if (timeout_us < 0) return api::sys(real.ppoll(fds, n, nullptr, mask));
+    timespec ts = to_timespec(timeout_us);
+    return api::sys(real.ppoll(fds, n, &ts, mask));
+  }
+  sc.kernel.assign(fds, fds + n);
+  for (nfds_t i = 0; i < n; ++i) {
+    if (!fd_table().tracked(fds[i].fd)) continue;
+    SocketRef s = fd_table().get(fds[i].fd);
+    if (!s || !readiness::in_user_space(*s)) continue;
+    sc.kernel[i].fd = -1;  // the kernel socket is idle; its readiness would mislead
+    s->link->signal.add(&w);
+    sc.user.push_back({i, std::move(s)});
+  }
+  sc.kernel.push_back({w.kicker.fd(), POLLIN, 0});
+  const int64_t start = now_us();
+  const int64_t spin_us = config().poll_us;
+  long result = 0;
+  for (int round = 0;; ++round) {
+    int ready = 0;
+    for (Entry& e : sc.user) {
+      fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
+      ready += fds[e.index].revents != 0;
+    }
+    const int64_t elapsed = now_us() - start;
+    const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
+    const bool spinning = ready == 0 && left != 0 && elapsed < spin_us;
+    bool sleep = ready == 0 && left != 0 && !spinning;
+    if (sleep) {
+      w.kicker.arm();
+      for (Entry& e : sc.user) {
+        fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
+        ready += fds[e.index].revents != 0;
+      }
+      if (ready > 0) {
+        w.kicker.disarm();
+        sleep = false;
+      }
+    }
+    if (spinning && round % kKernelEvery != 0) {
+      for (Entry& e : sc.user) readiness::drive(*e.socket->link);
+      continue;
+    }
+    if (sleep) stats::add(stats::g.ready_sleeps, 1);
+    timespec ts = to_timespec(sleep ? left : 0);
+    int k = real.ppoll(sc.kernel.data(), n + 1, sleep && left < 0 ? nullptr : &ts, mask);
+    const int err = errno;
+    if (sleep) w.kicker.disarm();
+    if (k < 0) {
+      if (ready > 0) {
+        result = ready;
+        break;
+      }
+      result = -err;
+      break;
+    }
+    if (sc.kernel[n].revents) {
+      w.kicker.drain();
+      --k;
+    }
+    for (nfds_t i = 0; i < n; ++i)
+      if (sc.kernel[i].fd >= 0 || fds[i].fd < 0) fds[i].revents = sc.kernel[i].revents;
+    if (ready + k > 0) {
+      result = ready + k;
+      break;
+    }
+    if (left == 0) break;
+    if (spinning)
+      for (Entry& e : sc.user) readiness::drive(*e.socket->link);
+  }
+  for (Entry& e : sc.user) e.socket->link->signal.remove(&w);
+  sc.user.clear();
+  return result;
+}
+
+}  // namespace ferry

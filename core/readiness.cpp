@@ -1,0 +1,98 @@
+#include "core/readiness.h"
+
+#include "core/libc.h"
+#include "core/log.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+
+#include <mutex>
+
+namespace ferry::readiness {
+namespace {
+
+constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM;
+constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
+
+// What the kernel socket says, for a connection whose RDMA side broke: the peer's
+// orderly close or its reset reached TCP too.
+uint32_t kernel_events(int fd) noexcept {
+  pollfd p{fd, POLLIN | POLLOUT | POLLRDHUP | POLLPRI, 0};
+  if (real.poll(&p, 1, 0) != 1) return 0;
+  return static_cast<uint32_t>(p.revents) & (kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
+}
+
+}  // namespace
+
+State of(int fd, Link& link) noexcept {
+  State st;
+  Channel& ch = *link.channel;
+  size_t readable;
+  bool writable, fin, dead, tcp_pending;
+  {
+    std::lock_guard<std::mutex> lock(ch.mu());
+    readable = ch.readable_st();
+    writable = ch.writable_st();
+    fin = ch.peer_fin();
+    dead = ch.failed();
+    tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover();
+    st.rx_events = ch.rx_events_st();
+    st.tx_events = ch.tx_events_st();
+  }
+  dead = dead || link.peer_gone.load();
+  const bool rd_shut = link.rd_shut.load() || fin;
+  const bool wr_shut = link.fin_sent.load();
+  uint32_t m = 0;
+  if (readable > 0) m |= kIn;
+  if (tcp_pending) {
+    int n = 0;
+    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) m |= kIn;
+  }
+  if (rd_shut) m |= kIn | EPOLLRDHUP;
+  if (dead && !fin) {
+    // Whatever the kernel says decides between an orderly end and a reset; the ring
+    // cannot take more bytes either way.
+    m |= kernel_events(fd) & ~kOut;
+    m |= kOut;  // a send reports the error
+  } else if (wr_shut || writable) {
+    m |= kOut;
+  }
+  if (rd_shut && wr_shut) m |= EPOLLHUP;
+  st.events = m;
+  return st;
+}
+
+bool drive(Link& link) noexcept {
+  if (!link.established()) return false;
+  std::unique_lock<std::mutex> lock(link.channel->mu(), std::try_to_lock);
+  return lock.owns_lock() && link.channel->progress_st();
+}
+
+Kicker::~Kicker() {
+  if (fd_ >= 0) real.close(fd_);
+}
+
+bool Kicker::open() noexcept {
+  int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) return false;
+  fd_ = fd;
+  return true;
+}
+
+void Kicker::kick() noexcept {
+  if (armed_.load(std::memory_order_seq_cst) <= 0) return;
+  if (pending_.exchange(true, std::memory_order_seq_cst)) return;
+  uint64_t one = 1;
+  (void)!real.write(fd_, &one, sizeof one);
+}
+
+void Kicker::drain() noexcept {
+  uint64_t v;
+  (void)!real.read(fd_, &v, sizeof v);
+  pending_.store(false, std::memory_order_seq_cst);
+}
+
+}  // namespace ferry::readiness

@@ -1,0 +1,56 @@
+// Readiness of upgraded sockets, in user space: the poll bits kernel TCP would report
+// for the connection, computed from its ring, the peer's control messages and, until
+// the peer's cutover point has been read, the kernel socket. Shared by epoll, poll and
+// select.
+#pragma once
+
+#include "core/link.h"
+#include "core/socket.h"
+#include "core/wait.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace ferry::readiness {
+
+// Whether s's readiness lives here rather than in the kernel: its bytes travel over RDMA.
+inline bool in_user_space(const Socket& s) noexcept { return s.transport() == Transport::rdma; }
+
+struct State {
+  uint32_t events = 0;  // EPOLLIN|EPOLLRDNORM, EPOLLOUT|EPOLLWRNORM, EPOLLRDHUP, EPOLLHUP, EPOLLERR
+  uint32_t rx_events = 0, tx_events = 0;  // see Channel::rx_events_st()
+};
+
+// The state of an upgraded connection whose descriptor is fd (used to ask the kernel
+// socket about bytes sent before the peer's cutover and about a broken connection).
+State of(int fd, Link& link) noexcept;
+
+// Polls the connection's completion queue unless another thread is at it. True when
+// something changed.
+bool drive(Link& link) noexcept;
+
+// A wakeup a thread can sleep on in the kernel next to other descriptors: an eventfd,
+// written at most once until drained, and only while someone is armed to sleep on it.
+class Kicker {
+ public:
+  Kicker() = default;
+  ~Kicker();
+  Kicker(const Kicker&) = delete;
+  Kicker& operator=(const Kicker&) = delete;
+
+  bool open() noexcept;
+  int fd() const noexcept { return fd_; }
+  // Arms (count > 0) or disarms sleeping on it; kicks while disarmed cost nothing.
+  void arm() noexcept { armed_.fetch_add(1, std::memory_order_seq_cst); }
+  void disarm() noexcept { armed_.fetch_sub(1, std::memory_order_seq_cst); }
+  void kick() noexcept;
+  // Empties the eventfd after the kernel reported it readable.
+  void drain() noexcept;
+
+ private:
+  int fd_ = -1;
+  std::atomic<int> armed_{0};
+  std::atomic<bool> pending_{false};
+};
+
+}  // namespace ferry::readiness
