@@ -22,7 +22,10 @@ inline long rx(int fd, long r) noexcept {
 }
 
 inline long tx(int fd, long r) noexcept {
-  if (r > 0 && fd_table().tracked(fd)) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  if (r > 0 && fd_table().tracked(fd)) {
+    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+    settle_connect(fd);
+  }
   return r;
 }
 

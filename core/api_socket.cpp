@@ -90,16 +90,25 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
 
 long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   long r = sys(real.connect(fd, addr, len));
-  if (r == 0 || r == -EINPROGRESS) {
+  if (r == 0 || r == -EINPROGRESS || r == -EISCONN) {
     if (SocketRef s = fd_table().get(fd)) {
-      if (r == 0) {
-        connected(fd, s);
-      } else {
+      if (r == -EINPROGRESS) {
         s->set_role(Role::connecting);
+      } else if (r == 0 || s->role() == Role::connecting) {
+        // Done, or a non-blocking connect found finished by asking again.
+        connected(fd, s);
       }
     }
   }
   return r;
+}
+
+void settle_connect(int fd) noexcept {
+  SocketRef s = fd_table().get(fd);
+  if (!s || s->role() != Role::connecting) return;
+  sockaddr_storage peer;
+  socklen_t plen = sizeof peer;
+  if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(fd, s);
 }
 
 long shutdown(int fd, int how) noexcept {
@@ -111,11 +120,7 @@ long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept
   long r = sys(real.getsockopt(fd, level, name, val, len));
   // A non-blocking connect is settled when the app collects its SO_ERROR.
   if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && *len >= sizeof(int) && *static_cast<int*>(val) == 0) {
-    if (SocketRef s = fd_table().get(fd); s && s->role() == Role::connecting) {
-      sockaddr_storage peer;
-      socklen_t plen = sizeof peer;
-      if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(fd, s);
-    }
+    settle_connect(fd);
   }
   return r;
 }

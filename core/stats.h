@@ -29,7 +29,7 @@ namespace ferry::stats {
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \
   X(poller_wakeups, "times the poller thread woke up")                           \
   X(waits, "times a blocking call slept")                                         \
-  X(ready_sleeps, "times epoll/poll/select slept with upgraded sockets to watch")  \
+  X(ready_sleeps, "times epoll/poll/select slept watching TCP sockets ferry tracks") \
   X(bytes_tcp_sent, "bytes sent on tracked sockets through kernel TCP")          \
   X(bytes_tcp_received, "bytes received on tracked sockets through kernel TCP")  \
   X(bytes_rdma_sent, "bytes sent over RDMA")                                     \

@@ -48,13 +48,13 @@ struct Conn : Endpoint, poller::Watcher {
   std::string key;                   // server: peer ip | peer port | local port
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
   bool resolved = false;             // client: route resolved, waiting for the arm
-  rdma::CmId parked;                 // server: the matching request, waiting for the arm
-  wire::Hello parked_hello;
+  bool deadline_set = false;         // server: the wait for the request has a limit
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
 
-  void on_event_st(uint32_t) override { link->signal.bump(); }
+  // TCP data or a hangup on the connection.
+  void on_event_st(uint32_t) override;
 };
 
 // A connect request that arrived before the program accepted its TCP connection.
@@ -78,6 +78,10 @@ State& st() {
   static State* s = new State;
   return *s;
 }
+
+// How long a request may wait for the program to accept its TCP connection. The
+// client's rdma_cm keeps retrying its request for about a minute.
+constexpr std::chrono::seconds kHeldRequestLimit{30};
 
 std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
 
@@ -190,7 +194,6 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   if (SocketRef s = c->link->socket.lock()) s->transition(Transport::upgrading, Transport::kernel);
   c->link->signal.bump();
   if (c->pending) rdma_disconnect(c->pending->id());
-  if (c->parked) reject_st(std::move(c->parked));
   drop_st(c);
 }
 
@@ -326,12 +329,6 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   st().awaiting.erase(c->key);
   c->key.clear();
-  if (c->link->arm.load() == Link::undecided) {
-    // Matched; answered once the program's first data call arms the upgrade.
-    c->parked = std::move(id);
-    c->parked_hello = h;
-    return;
-  }
   SocketRef s = c->link->socket.lock();
   if (!s) {
     reject_st(std::move(id));
@@ -368,7 +365,7 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
   auto it = st().awaiting.find(key);
   if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
-  st().held.push_back({std::move(id), h, key, Clock::now() + window()});
+  st().held.push_back({std::move(id), h, key, Clock::now() + kHeldRequestLimit});
   poller::at_st(st().held.back().deadline, [] {
     auto now = Clock::now();
     for (auto it = st().held.begin(); it != st().held.end();) {
@@ -408,27 +405,30 @@ void start_server_st(Conn* c) {
   }
 }
 
-// After the window, a connection whose peer never asked stays on TCP.
+// A server connection whose peer has sent bytes without asking for an upgrade within
+// the window stays on TCP: a client under ferry asks at its first data call, before
+// its first byte. Until the peer sends, the wait costs nothing but a table entry.
 void arm_deadline_st(Conn* c) {
+  if (c->link->client || c->committed || c->deadline_set) return;
+  c->deadline_set = true;
   std::weak_ptr<Link> weak = c->link;
   poller::at_st(Clock::now() + window(), [weak] {
     auto link = weak.lock();
     if (!link) return;
     auto it = st().conns.find(link.get());
     if (it == st().conns.end() || it->second->committed || link->phase.load() != Link::Phase::handshake) return;
-    Conn* c = it->second.get();
-    if (link->client || c->parked) {
-      fail_st(c, stats::g.tcp_timeout, "the upgrade did not complete in time");
-    } else {
-      fail_st(c, stats::g.tcp_peer_refused, "no upgrade request from the peer");
-    }
+    fail_st(it->second.get(), stats::g.tcp_peer_refused, "no upgrade request from the peer");
   });
+}
+
+void Conn::on_event_st(uint32_t) {
+  if (link->phase.load() == Link::Phase::handshake) arm_deadline_st(this);
+  link->signal.bump();
 }
 
 void adopt_st(std::unique_ptr<Conn> conn) {
   Conn* c = conn.get();
   st().conns[c->link.get()] = std::move(conn);
-  arm_deadline_st(c);
 }
 
 // Flushes what was sent, then closes the RDMA side and the TCP duplicate.
@@ -518,11 +518,7 @@ void first_data_call(Socket& s) noexcept {
     auto it = st().conns.find(link.get());
     if (it == st().conns.end()) return;
     Conn* c = it->second.get();
-    if (link->client) return connect_when_armed_st(c);
-    if (c->parked) {
-      rdma::CmId id = std::move(c->parked);
-      accept_request_st(c, std::move(id), c->parked_hello);
-    }
+    if (link->client) connect_when_armed_st(c);
   });
 }
 
