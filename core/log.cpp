@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include <time.h>
+
 #include "core/libc.h"
 
 #include <errno.h>
@@ -68,7 +70,10 @@ void write_raw(const char* text, size_t len) noexcept {
 void write(LogLevel level, const char* module, const char* fmt, ...) noexcept {
   int saved = errno;
   char buf[1024];
-  int n = snprintf(buf, sizeof buf, "ferry[%ld] %s %s: ", static_cast<long>(getpid()), level_name(level), module);
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int n = snprintf(buf, sizeof buf, "%lld.%06ld ferry[%ld] %s %s: ", static_cast<long long>(ts.tv_sec),
+                   ts.tv_nsec / 1000, static_cast<long>(getpid()), level_name(level), module);
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);

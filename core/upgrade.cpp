@@ -11,7 +11,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <linux/tcp.h>
+#include <sys/ioctl.h>
+
+#include <cstddef>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -150,6 +155,25 @@ std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockadd
   return c;
 }
 
+// The bytes the program has already written to and read from the TCP socket (a
+// connection may be set up after some traffic, e.g. a non-blocking connect settled by
+// its first send): the kernel's acknowledged and queued counts. The connecting side's
+// acknowledged count includes its SYN. False when the kernel cannot say, and then the
+// connection must stay on TCP.
+bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  int outq = 0, inq = 0;
+  if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    return false;
+  if (real.ioctl(fd, SIOCOUTQ, &outq) != 0 || real.ioctl(fd, SIOCINQ, &inq) != 0) return false;
+  uint64_t syn = client && ti.tcpi_bytes_acked > 0 ? 1 : 0;
+  sent = ti.tcpi_bytes_acked - syn + static_cast<uint64_t>(outq);
+  received = ti.tcpi_bytes_received - static_cast<uint64_t>(inq);
+  return true;
+}
+
 // Attaches a fresh Link to s, moves it to `upgrading` and starts watching its TCP side
 // (here, on the program's thread, while fd surely is this socket). Program thread.
 std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
@@ -158,6 +182,9 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   link->client = client;
   link->socket = s;
   link->fd = fd;
+  uint64_t received = 0;
+  if (!tcp_counts(fd, client, link->tcp_sent, received)) return nullptr;
+  link->tcp_received.store(received);
   auto c = make_conn(link, local, peer);
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
