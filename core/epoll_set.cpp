@@ -220,8 +220,14 @@ void EpollSet::nested() noexcept {
   if (nested_.exchange(true)) return;
   kicker_.arm();  // for good: the outer waiter sleeps on the kernel's view of this set
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& r : regs_)
-    if (r->user) r->wake();
+  for (auto& r : regs_) {
+    if (!r->user || r->disabled || !r->link || r->socket.expired()) continue;
+    const uint32_t want = (r->ev.events & kInterest) | EPOLLERR | EPOLLHUP;
+    if (readiness::of(r->fd, *r->link).events & want) {
+      kicker_.kick();
+      break;
+    }
+  }
 }
 
 long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept {

@@ -1,0 +1,404 @@
+// Readiness semantics (epoll, poll, select) over one TCP connection per scenario, both
+// ends in this process. Prints one line per observable result; run plainly and under
+// ferry (where each connection is on RDMA before its scenario starts), the outputs
+// must be identical. Waits that expect an event use long timeouts; waits that expect
+// none use zero or short ones, so no line depends on timing.
+//   readiness_semantics IP
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "semantics_pair.h"
+
+namespace {
+
+using namespace semantics;
+
+constexpr int kLong = 10000;  // ms: an expected event arrives well before this
+
+std::string names(uint32_t ev) {
+  std::string s;
+  const std::pair<uint32_t, const char*> bits[] = {{EPOLLIN, "IN"},     {EPOLLPRI, "PRI"}, {EPOLLOUT, "OUT"},
+                                                   {EPOLLRDHUP, "RDHUP"}, {EPOLLHUP, "HUP"}, {EPOLLERR, "ERR"}};
+  for (auto& [bit, name] : bits)
+    if (ev & bit) s += s.empty() ? name : std::string("|") + name;
+  return s.empty() ? "-" : s;
+}
+
+void nonblock(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Prints what one epoll_wait returns: the count and each event as fd:names.
+void show_wait(const char* what, int ep, int timeout_ms) {
+  epoll_event evs[8];
+  int n = epoll_wait(ep, evs, 8, timeout_ms);
+  if (n < 0) return show(what, n);
+  std::string s;
+  for (int i = 0; i < n; ++i) s += " " + std::string(evs[i].data.u32 == 0 ? "c" : "s") + ":" + names(evs[i].events);
+  printf("  %s: %d%s\n", what, n, s.c_str());
+}
+
+int add(int ep, int fd, uint32_t events, uint32_t tag) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = tag;
+  return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void level_triggered() {
+  puts("epoll level-triggered");
+  Pair p;
+  nonblock(p.c);
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 0);
+  show_wait("idle", ep, 0);
+  show("peer send 10", send(p.s, "0123456789", 10, 0));
+  show_wait("after data", ep, kLong);
+  show_wait("again", ep, 0);
+  char buf[16];
+  show("read", read(p.c, buf, sizeof buf));
+  show_wait("drained", ep, 0);
+  close(ep);
+}
+
+void edge_triggered() {
+  puts("epoll edge-triggered");
+  Pair p;
+  nonblock(p.c);
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN | EPOLLET, 0);
+  show_wait("idle", ep, 0);
+  show("peer send 5", send(p.s, "01234", 5, 0));
+  show_wait("after data", ep, kLong);
+  show_wait("again", ep, 0);
+  show("peer send 5", send(p.s, "56789", 5, 0));
+  show_wait("after more data", ep, kLong);
+  char buf[16];
+  show("read", read(p.c, buf, sizeof buf));
+  show("read again", read(p.c, buf, sizeof buf));
+  show_wait("drained", ep, 0);
+  close(ep);
+}
+
+void oneshot() {
+  puts("epoll one-shot");
+  Pair p;
+  nonblock(p.c);
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN | EPOLLONESHOT, 0);
+  show("peer send 3", send(p.s, "abc", 3, 0));
+  show_wait("first", ep, kLong);
+  show_wait("disabled", ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLONESHOT;
+  ev.data.u64 = 0;
+  show("rearm", epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &ev));
+  show_wait("rearmed", ep, 0);
+  close(ep);
+}
+
+void ctl_errors() {
+  puts("epoll_ctl errors");
+  Pair p;
+  int ep = epoll_create1(0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  show("add", epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &ev));
+  show("add again", epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &ev));
+  show("mod unregistered", epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &ev));
+  show("del unregistered", epoll_ctl(ep, EPOLL_CTL_DEL, p.s, &ev));
+  show("add itself", epoll_ctl(ep, EPOLL_CTL_ADD, ep, &ev));
+  ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+  show("add exclusive", epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev));
+  show("mod exclusive", epoll_ctl(ep, EPOLL_CTL_MOD, p.s, &ev));
+  ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
+  show("exclusive+oneshot", epoll_ctl(ep, EPOLL_CTL_ADD, p.s, &ev));
+  show("del", epoll_ctl(ep, EPOLL_CTL_DEL, p.c, nullptr));
+  show("mod after del", epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &ev));
+  show("wait maxevents 0", epoll_wait(ep, &ev, 0, 0));
+  close(ep);
+}
+
+void peer_shutdown_and_close() {
+  puts("peer shutdown, local shutdown, peer close");
+  Pair p;
+  nonblock(p.c);
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 0);
+  show("peer shutdown SHUT_WR", shutdown(p.s, SHUT_WR));
+  show_wait("after peer's FIN", ep, kLong);
+  char buf[8];
+  show("read", read(p.c, buf, sizeof buf));
+  show("shutdown SHUT_WR", shutdown(p.c, SHUT_WR));
+  show_wait("both shut", ep, kLong);
+  close(ep);
+}
+
+void backpressure() {
+  puts("backpressure");
+  Pair p;
+  nonblock(p.c);
+  static char chunk[65536];
+  long total = 0, r;
+  while ((r = send(p.c, chunk, sizeof chunk, 0)) > 0) total += r;
+  show("send when full", r);
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLOUT, 0);
+  epoll_event ev;
+  printf("  writable when full: %s\n", epoll_wait(ep, &ev, 1, 0) == 0 ? "no" : "yes");
+  long got = 0;
+  while (got < total) {
+    long n = recv(p.s, chunk, sizeof chunk, 0);
+    if (n <= 0) break;
+    got += n;
+  }
+  printf("  peer read everything: %s\n", got == total ? "yes" : "no");
+  show_wait("after the peer read", ep, kLong);
+  show("send again", send(p.c, chunk, 1, 0) == 1 ? 1 : -1);
+  close(ep);
+}
+
+void poll_mixed_with_pipe() {
+  puts("poll over a socket and a pipe");
+  Pair p;
+  int pfd[2];
+  if (pipe(pfd) != 0) return;
+  pollfd f[3] = {{p.c, POLLIN | POLLOUT | POLLRDHUP, 0}, {pfd[0], POLLIN, 0}, {-1, POLLIN, 0}};
+  show("poll idle", poll(f, 3, 0));
+  printf("  revents: c=%s pipe=%s\n", names(static_cast<uint32_t>(f[0].revents)).c_str(),
+         names(static_cast<uint32_t>(f[1].revents)).c_str());
+  f[0].events = POLLIN;
+  show("poll nothing", poll(f, 3, 50));
+  show("write pipe", write(pfd[1], "x", 1));
+  show("poll pipe", poll(f, 3, kLong));
+  printf("  revents: c=%s pipe=%s\n", names(static_cast<uint32_t>(f[0].revents)).c_str(),
+         names(static_cast<uint32_t>(f[1].revents)).c_str());
+  char x;
+  show("read pipe", read(pfd[0], &x, 1));
+  show("peer send", send(p.s, "xy", 2, 0));
+  show("poll socket", poll(f, 3, kLong));
+  printf("  revents: c=%s pipe=%s\n", names(static_cast<uint32_t>(f[0].revents)).c_str(),
+         names(static_cast<uint32_t>(f[1].revents)).c_str());
+  close(pfd[0]);
+  close(pfd[1]);
+}
+
+void select_mixed() {
+  puts("select");
+  Pair p;
+  fd_set r, w;
+  FD_ZERO(&r);
+  FD_ZERO(&w);
+  FD_SET(p.c, &r);
+  FD_SET(p.c, &w);
+  int nfds = p.c + 1;
+  timeval tv{0, 0};
+  show("select idle", select(nfds, &r, &w, nullptr, &tv));
+  printf("  readable=%d writable=%d\n", FD_ISSET(p.c, &r) ? 1 : 0, FD_ISSET(p.c, &w) ? 1 : 0);
+  show("peer send", send(p.s, "z", 1, 0));
+  FD_ZERO(&r);
+  FD_SET(p.c, &r);
+  tv = {kLong / 1000, 0};
+  show("select data", select(nfds, &r, nullptr, nullptr, &tv));
+  printf("  readable=%d\n", FD_ISSET(p.c, &r) ? 1 : 0);
+  int closed = dup(0);
+  close(closed);
+  FD_ZERO(&r);
+  FD_SET(p.c, &r);
+  FD_SET(closed, &r);
+  tv = {0, 0};
+  show("select with a closed fd", select(std::max(p.c, closed) + 1, &r, nullptr, nullptr, &tv));
+}
+
+void nested_epoll() {
+  puts("epoll inside poll and inside epoll");
+  Pair p;
+  int inner = epoll_create1(0);
+  add(inner, p.c, EPOLLIN, 0);
+  int outer = epoll_create1(0);
+  add(outer, inner, EPOLLIN, 1);
+  pollfd f{inner, POLLIN, 0};
+  show("poll inner idle", poll(&f, 1, 0));
+  show("peer send", send(p.s, "n", 1, 0));
+  show("poll inner", poll(&f, 1, kLong));
+  show_wait("outer", outer, kLong);
+  show_wait("inner", inner, 0);
+  close(outer);
+  close(inner);
+}
+
+void close_removes() {
+  puts("close removes a registration");
+  Pair a, b;
+  int ep = epoll_create1(0);
+  add(ep, a.c, EPOLLIN, 0);
+  add(ep, b.c, EPOLLIN, 1);
+  close(a.c);
+  a.c = -1;
+  show("peer b send", send(b.s, "q", 1, 0));
+  show_wait("events", ep, kLong);
+  close(ep);
+}
+
+std::atomic<int> g_woken{0};
+
+void wakeups() {
+  puts("a thread sleeping in epoll_wait");
+  Pair p;
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN, 0);
+  int n = -2;
+  std::thread t([&] {
+    epoll_event ev;
+    n = epoll_wait(ep, &ev, 1, -1);
+  });
+  usleep(100000);  // ordering only: the thread is most likely asleep by now
+  show("peer send", send(p.s, "w", 1, 0));
+  t.join();
+  show("woken with", n);
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { g_woken.fetch_add(1); };
+  sigaction(SIGALRM, &sa, nullptr);  // no SA_RESTART
+  char c;
+  show("read", read(p.c, &c, 1));
+  itimerval it{{0, 0}, {0, 100000}};
+  setitimer(ITIMER_REAL, &it, nullptr);
+  epoll_event ev;
+  show("epoll_wait with a signal", epoll_wait(ep, &ev, 1, -1));
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, nullptr);
+  setitimer(ITIMER_REAL, &it, nullptr);
+  pollfd f{p.c, POLLIN, 0};
+  show("poll with a SA_RESTART signal", poll(&f, 1, -1));
+  close(ep);
+}
+
+void nonblocking_connect() {
+  puts("non-blocking connect");
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(++g_port));
+  inet_pton(AF_INET, g_ip, &a.sin_addr);
+  bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(l, 4);
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  show("connect", connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a));
+  pollfd f{c, POLLOUT, 0};
+  show("poll writable", poll(&f, 1, kLong));
+  int err = -1;
+  socklen_t len = sizeof err;
+  getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len);
+  printf("  SO_ERROR: %d\n", err);
+  int s = accept4(l, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  printf("  accept4 flags: nonblock=%d cloexec=%d\n", (fcntl(s, F_GETFL) & O_NONBLOCK) ? 1 : 0,
+         (fcntl(s, F_GETFD) & FD_CLOEXEC) ? 1 : 0);
+  close(l);
+  // Both ends talk through epoll only, and the connection goes to RDMA meanwhile.
+  int ep = epoll_create1(0);
+  add(ep, c, EPOLLIN | EPOLLET, 0);
+  add(ep, s, EPOLLIN | EPOLLET, 1);
+  long moved = 0;
+  char buf[512];
+  for (int round = 0; round < 200; ++round) {
+    size_t n = 1 + (round * 37) % sizeof buf;
+    memset(buf, round & 0xff, n);
+    if (send(c, buf, n, 0) != static_cast<long>(n)) break;
+    size_t got = 0;
+    while (got < n) {
+      epoll_event ev[2];
+      if (epoll_wait(ep, ev, 2, kLong) <= 0) break;
+      long r;
+      while ((r = recv(s, buf + got, sizeof buf - got, 0)) > 0) got += static_cast<size_t>(r);
+    }
+    if (got != n || buf[n - 1] != static_cast<char>(round & 0xff)) break;
+    send(s, buf, 1, 0);
+    bool back = false;
+    while (!back) {
+      epoll_event ev[2];
+      if (epoll_wait(ep, ev, 2, kLong) <= 0) break;
+      back = recv(c, buf, 1, 0) == 1;
+    }
+    if (!back) break;
+    moved += static_cast<long>(n);
+  }
+  printf("  bytes echoed through epoll: %ld\n", moved);
+  close(ep);
+  close(c);
+  close(s);
+  g_upgrades += 2;  // the upgrade is not waited for here, but counted
+}
+
+// Threads, each with its own epoll and connection, bouncing short bursts.
+void stress() {
+  puts("stress: threads with their own epoll");
+  constexpr int kThreads = 4, kRounds = 1500;
+  std::vector<Pair> pairs(kThreads);
+  std::atomic<long> ok{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      Pair& p = pairs[t];
+      nonblock(p.c);
+      nonblock(p.s);
+      int ep = epoll_create1(0);
+      add(ep, p.c, EPOLLIN | EPOLLET, 0);
+      add(ep, p.s, EPOLLIN | EPOLLET, 1);
+      char buf[2048];
+      long done = 0;
+      for (int r = 0; r < kRounds; ++r) {
+        int n = 1 + (r * 131 + t) % 2000;
+        memset(buf, (r + t) & 0xff, static_cast<size_t>(n));
+        if (send(p.c, buf, static_cast<size_t>(n), 0) != n) break;
+        int got = 0;
+        while (got < n) {
+          epoll_event ev[2];
+          if (epoll_wait(ep, ev, 2, kLong) <= 0) break;
+          long k;
+          while ((k = recv(p.s, buf + got, sizeof buf - static_cast<size_t>(got), 0)) > 0) got += static_cast<int>(k);
+        }
+        if (got != n || buf[n - 1] != static_cast<char>((r + t) & 0xff)) break;
+        ++done;
+      }
+      if (done == kRounds) ok.fetch_add(1);
+      close(ep);
+    });
+  }
+  for (auto& t : ts) t.join();
+  printf("  threads that moved every burst: %ld of %d\n", ok.load(), kThreads);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  g_ip = argv[1];
+  g_port = 7700;
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  level_triggered();
+  edge_triggered();
+  oneshot();
+  ctl_errors();
+  peer_shutdown_and_close();
+  backpressure();
+  poll_mixed_with_pipe();
+  select_mixed();
+  nested_epoll();
+  close_removes();
+  wakeups();
+  nonblocking_connect();
+  stress();
+  printf("connections: %d\n", g_upgrades / 2);
+  puts("done");
+  return 0;
+}

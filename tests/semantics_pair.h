@@ -1,0 +1,89 @@
+// What the differential semantics programs share: one connected pair per scenario on a
+// fresh port, upgraded before the scenario runs when under ferry, and one printed line
+// per observable result.
+#pragma once
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+namespace semantics {
+
+inline const char* g_ip;
+inline int g_port = 7600;
+inline int g_upgrades = 0;
+
+inline void show(const char* what, long r) {
+  if (r < 0) {
+    printf("  %s: -1 %s\n", what, strerrorname_np(errno));
+  } else {
+    printf("  %s: %ld\n", what, r);
+  }
+}
+
+// Waits until ferry's counters show `n` upgraded connections (only under ferry).
+inline void wait_upgraded(int n) {
+  const char* cmd = getenv("SEMANTICS_STAT_CMD");
+  if (!cmd) return;
+  std::string line = std::string(cmd) + " " + std::to_string(getpid());
+  time_t give_up = time(nullptr) + 20;
+  while (time(nullptr) < give_up) {
+    FILE* p = popen(line.c_str(), "r");
+    char buf[256];
+    long up = -1;
+    while (p && fgets(buf, sizeof buf, p)) {
+      char name[64];
+      long v;
+      if (sscanf(buf, " %63s %ld", name, &v) == 2 && !strcmp(name, "upgraded")) up = v;
+    }
+    if (p) pclose(p);
+    if (up >= n) return;
+    usleep(20000);
+  }
+  fprintf(stderr, "connection %d never reached RDMA\n", n);
+}
+
+// A connected pair (client, server) on a fresh port, with one byte exchanged each way
+// (the first data call of each side, which lets the upgrade commit).
+struct Pair {
+  int c = -1, s = -1;
+  Pair() {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(++g_port));
+    inet_pton(AF_INET, g_ip, &a.sin_addr);
+    if (bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, 4)) perror("listen");
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+    s = accept(l, nullptr, nullptr);
+    close(l);
+    char b = 'h';
+    std::thread t([&] {
+      char x;
+      recv(s, &x, 1, 0);
+      send(s, &x, 1, 0);
+    });
+    send(c, &b, 1, 0);
+    recv(c, &b, 1, 0);
+    t.join();
+    wait_upgraded(g_upgrades += 2);
+  }
+  ~Pair() {
+    if (c >= 0) close(c);
+    if (s >= 0) close(s);
+  }
+};
+
+}  // namespace semantics
