@@ -101,6 +101,28 @@ stop $server
 expect_rdma 1000000
 record $res
 
+name=memcached
+serve memcached -u root -l "$ip" -p 11211 -t 4 -c 1024
+server_pid=$server
+wait_port 11211
+if under client memcaslap -s "$ip:11211" -T 2 -c 32 -t 3s -v 0.1 > "$out/$name.client.out" 2>&1 &&
+   grep -q 'Run time' "$out/$name.client.out" && grep -q '^verify_failed: 0$' "$out/$name.client.out" &&
+   grep -q '^verify_misses: 0$' "$out/$name.client.out"; then res=ok; else
+  res=FAILED; fail "memcaslap: $(tail -3 "$out/$name.client.out")"; fi
+stop $server_pid
+expect_rdma 100000
+record $res
+
+name=asyncio
+asyncio_echo="$(cd "$(dirname "$0")/.." && pwd)/programs/asyncio_echo.py"
+serve /usr/bin/python3 "$asyncio_echo" server "$ip" 7788
+wait_port 7788
+if under client /usr/bin/python3 "$asyncio_echo" client "$ip" 7788 16 40 > "$out/$name.client.out" 2>&1; then res=ok; else
+  res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
+stop $server
+expect_rdma 1000000
+record $res
+
 name=qperf
 serve qperf
 wait_port 19765
