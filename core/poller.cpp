@@ -11,6 +11,7 @@
 #include <boost/lockfree/queue.hpp>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -95,6 +96,7 @@ int next_timeout_ms() {
 }
 
 void loop() {
+  pthread_setname_np(pthread_self(), "ferry-poller");
   // The program's signals go to the program's threads; faults stay deliverable here so
   // that FERRY_BACKTRACE can report them.
   sigset_t all;

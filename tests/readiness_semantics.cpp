@@ -4,6 +4,7 @@
 // must be identical. Waits that expect an event use long timeouts; waits that expect
 // none use zero or short ones, so no line depends on timing.
 //   readiness_semantics IP
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -377,6 +378,66 @@ void stress() {
   printf("  threads that moved every burst: %ld of %d\n", ok.load(), kThreads);
 }
 
+// CPU ticks (user + system) of this process's threads named `comm`, or of all of them.
+long cpu_ticks(const char* comm) {
+  long total = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string base = std::string("/proc/self/task/") + e->d_name;
+    char name[64] = {};
+    if (FILE* f = fopen((base + "/comm").c_str(), "r")) {
+      if (!fgets(name, sizeof name, f)) name[0] = 0;
+      fclose(f);
+    }
+    name[strcspn(name, "\n")] = 0;
+    if (comm && strcmp(name, comm) != 0) continue;
+    if (FILE* f = fopen((base + "/stat").c_str(), "r")) {
+      char buf[1024];
+      if (fgets(buf, sizeof buf, f)) {
+        // Fields after the parenthesized name: state is field 3, utime 14, stime 15.
+        const char* p = strrchr(buf, ')');
+        long utime = 0, stime = 0;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime) == 2)
+          total += utime + stime;
+      }
+      fclose(f);
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+// An upgraded connection left idle, its owner asleep in epoll_wait: the poller and the
+// whole process use (almost) no CPU.
+void idle() {
+  puts("idle connection for 10 s");
+  Pair p;
+  int ep = epoll_create1(0);
+  add(ep, p.c, EPOLLIN, 0);
+  sleep(3);  // the earlier scenarios' connections finish their teardown first
+  const long hz = sysconf(_SC_CLK_TCK);
+  long poller0 = cpu_ticks("ferry-poller"), all0 = cpu_ticks(nullptr);
+  epoll_event ev;
+  show_wait("10 s wait", ep, 10000);
+  long poller = cpu_ticks("ferry-poller") - poller0, all = cpu_ticks(nullptr) - all0;
+  fprintf(stderr, " idle-cpu: poller %ld ticks, process %ld ticks in 10 s (%ld ticks/s)", poller, all, hz);
+  printf("  poller under 1%% CPU: %s\n", poller * 100 <= hz * 10 ? "yes" : "no");
+  printf("  process under 1%% CPU: %s\n", all * 100 <= hz * 10 ? "yes" : "no");
+  (void)ev;
+  close(ep);
+}
+
+// Runs one scenario; its duration goes to stderr (a figure for the log, never compared).
+void timed(const char* name, void (*scenario)()) {
+  timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  scenario();
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  fprintf(stderr, " %s=%ldms", name, (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -385,19 +446,20 @@ int main(int argc, char** argv) {
   g_port = 7700;
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  level_triggered();
-  edge_triggered();
-  oneshot();
-  ctl_errors();
-  peer_shutdown_and_close();
-  backpressure();
-  poll_mixed_with_pipe();
-  select_mixed();
-  nested_epoll();
-  close_removes();
-  wakeups();
-  nonblocking_connect();
-  stress();
+  timed("level_triggered", level_triggered);
+  timed("edge_triggered", edge_triggered);
+  timed("oneshot", oneshot);
+  timed("ctl_errors", ctl_errors);
+  timed("peer_shutdown_and_close", peer_shutdown_and_close);
+  timed("backpressure", backpressure);
+  timed("poll_mixed_with_pipe", poll_mixed_with_pipe);
+  timed("select_mixed", select_mixed);
+  timed("nested_epoll", nested_epoll);
+  timed("close_removes", close_removes);
+  timed("wakeups", wakeups);
+  timed("nonblocking_connect", nonblocking_connect);
+  timed("stress", stress);
+  timed("idle", idle);
   printf("connections: %d\n", g_upgrades / 2);
   puts("done");
   return 0;

@@ -10,10 +10,13 @@ prog=${2:-stream_semantics}
 min=${3:-18}
 ip=${TESTBED_IP:?run inside integration/testbed}
 out=${VM_OUT:-/tmp}
-"$build/$prog" "$ip" > "$out/$prog.plain" 2>&1
+# Results go to stdout and are compared; figures for the log go to stderr.
+"$build/$prog" "$ip" > "$out/$prog.plain" 2> "$out/$prog.plain.err"
 SEMANTICS_STAT_CMD="env -u LD_PRELOAD -u FERRY_STATS -u FERRY_LOG_FILE $build/ferry stat" FERRY_STATS=1 \
-  FERRY_LOG_FILE="$out/$prog.ferry.log" timeout 400 "$build/ferry" "$build/$prog" "$ip" > "$out/$prog.ferry" 2>&1
+  FERRY_LOG_FILE="$out/$prog.ferry.log" timeout 400 "$build/ferry" "$build/$prog" "$ip" > "$out/$prog.ferry" 2> "$out/$prog.ferry.err"
 cat "$out/$prog.ferry"
+echo "kernel TCP: $(cat "$out/$prog.plain.err")"
+echo "ferry:      $(cat "$out/$prog.ferry.err")"
 status=0
 if ! diff -u "$out/$prog.plain" "$out/$prog.ferry"; then
   echo "FAIL: results differ between kernel TCP (-) and ferry (+)"
