@@ -1,17 +1,20 @@
 #include "core/api.h"
 
 #include "core/poller.h"
+#include "core/rdma.h"
 #include "core/runtime.h"
 #include "core/upgrade.h"
 
 namespace ferry::api {
 
 // The child inherits every kernel socket as is, keeps connections that were still
-// upgrading on TCP, and gets its own log and counters.
+// upgrading on TCP, and gets its own log, counters, poller and devices for the
+// connections it makes itself.
 long fork() noexcept {
   long pid = sys(real.fork());
   if (pid == 0) {
     poller::after_fork_child();
+    rdma::after_fork_child();
     upgrade::after_fork_child();
     runtime::after_fork_child();
   }

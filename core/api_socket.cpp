@@ -9,6 +9,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <unistd.h>
 
 namespace ferry::api {
 namespace {
@@ -73,7 +74,12 @@ long accepted(int listener, long fd, int flags) {
     s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
     track(static_cast<int>(fd), s);
     stats::add(stats::g.connections_passive, 1);
-    upgrade::server_accepted(static_cast<int>(fd), s);
+    const int owner = l->listening_pid.load();
+    if (owner == 0 || owner == getpid()) {
+      upgrade::server_accepted(static_cast<int>(fd), s);
+    } else {
+      stats::add(stats::g.tcp_other_listener, 1);
+    }
     if (s->transport() == Transport::kernel) stats::add(stats::g.connections_on_tcp, 1);
   }
   return fd;

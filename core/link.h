@@ -40,8 +40,9 @@ struct Link {
   std::atomic<uint64_t> tcp_received{0};
   std::atomic<bool> rd_shut{false};
 
-  // The upgrade commits at the program's first data call on the connection: a
-  // connection that never carries data costs no queue pair.
+  // Each side commits at the program's first data call on the connection: a connection
+  // that never carries data costs no queue pair, and a connection handed to a forked
+  // child (which keeps it on TCP) is never committed by the parent.
   enum Arm : int { undecided = 0, go = 1 };
   std::atomic<int> arm{undecided};
 

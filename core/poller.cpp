@@ -45,10 +45,11 @@ struct Poller {
   std::set<rdma::Device*> devices;
 };
 
-Poller& P() {
-  static Poller* p = new Poller;  // process lifetime: the thread may outlive main's statics
-  return *p;
-}
+// Process lifetime: the thread may outlive main's statics. A forked child gets a fresh
+// one; the parent's, with its descriptors, is left alone (it serves the parent).
+Poller* g_poller = new Poller;
+
+Poller& P() { return *g_poller; }
 
 // Tags for the epoll data of ferry's own descriptors; watchers are pointers.
 constexpr uint64_t kWakeTag = 1;
@@ -208,9 +209,9 @@ void watch_device_st(rdma::Device* d) {
 void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
 
 void after_fork_child() noexcept {
-  // The parent's poller thread does not exist here; its descriptors are inherited but
-  // serve the parent. The child keeps its connections on TCP.
-  P().state.store(State::unavailable);
+  // The parent's poller thread does not exist here and its state may be mid-change:
+  // the child starts its own poller when it first needs one.
+  g_poller = new Poller;
 }
 
 }  // namespace ferry::poller

@@ -22,15 +22,18 @@ Buffer allocate(size_t bytes) {
 }
 
 namespace {
-std::mutex g_devices_mu;
-std::vector<std::unique_ptr<Device>>& registry() {
-  static auto* all = new std::vector<std::unique_ptr<Device>>;  // process lifetime
-  return *all;
-}
+struct Registry {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Device>> all;
+};
+Registry* g_registry = new Registry;  // process lifetime; a forked child gets its own
+std::vector<std::unique_ptr<Device>>& registry() { return g_registry->all; }
 }  // namespace
 
+void after_fork_child() noexcept { g_registry = new Registry; }
+
 Device* device_for(ibv_context* context, std::string& why) {
-  std::lock_guard<std::mutex> lock(g_devices_mu);
+  std::lock_guard<std::mutex> lock(g_registry->mu);
   for (auto& d : registry())
     if (d->context == context) return d.get();
   auto d = std::make_unique<Device>();
@@ -51,7 +54,7 @@ Device* device_for(ibv_context* context, std::string& why) {
 }
 
 std::vector<Device*> devices() {
-  std::lock_guard<std::mutex> lock(g_devices_mu);
+  std::lock_guard<std::mutex> lock(g_registry->mu);
   std::vector<Device*> out;
   for (auto& d : registry()) out.push_back(d.get());
   return out;

@@ -51,6 +51,9 @@ struct Device {
 Device* device_for(ibv_context* context, std::string& why);
 // Every device opened so far (for the poller to watch their completion channels).
 std::vector<Device*> devices();
+// In a forked child: the parent's devices (PDs, completion channels) are left to it;
+// the child opens its own when it first needs them.
+void after_fork_child() noexcept;
 
 // FERRY_DEVICES: "name[:port],...". Empty list = every ACTIVE device.
 struct DeviceChoice {

@@ -54,6 +54,10 @@ class Socket {
   std::atomic<int64_t> sndtimeo_us{0};
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
 
+  // A listener: the process whose rdma_cm listener answers for it (a forked child that
+  // accepts on an inherited listener cannot receive its connections' requests).
+  std::atomic<int> listening_pid{0};
+
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;
   // Serializes sends (kernel and RDMA) and the send-side cutover.

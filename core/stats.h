@@ -24,6 +24,7 @@ namespace ferry::stats {
   X(tcp_peer_refused, "kept on TCP: the peer refused or runs no ferry")          \
   X(tcp_timeout, "kept on TCP: the upgrade did not finish in time")              \
   X(tcp_resources, "kept on TCP: a QP, CQ or MR could not be created")           \
+  X(tcp_other_listener, "kept on TCP: accepted on a listener another process serves") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \

@@ -54,6 +54,8 @@ struct Conn : Endpoint, poller::Watcher {
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
   bool resolved = false;             // client: route resolved, waiting for the arm
   bool deadline_set = false;         // server: the wait for the request has a limit
+  rdma::CmId parked;                 // server: the matching request, waiting for the arm
+  wire::Hello parked_hello;
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
@@ -79,10 +81,8 @@ struct State {
   std::map<const Socket*, std::unique_ptr<Listener>> listeners;
   std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
 };
-State& st() {
-  static State* s = new State;
-  return *s;
-}
+State* g_state = new State;  // replaced, not destroyed, in a forked child
+State& st() { return *g_state; }
 
 // How long a request may wait for the program to accept its TCP connection. The
 // client's rdma_cm keeps retrying its request for about a minute.
@@ -197,8 +197,11 @@ void unwatch(Link& link) {
   if (link.watching.exchange(false)) poller::unwatch(link.fd);
 }
 
+void reject_st(rdma::CmId id);
+
 void drop_st(Conn* c) {
   unwatch(*c->link);
+  if (c->parked) reject_st(std::move(c->parked));
   if (!c->key.empty()) st().awaiting.erase(c->key);
   if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
   auto it = st().conns.find(c->link.get());
@@ -356,6 +359,14 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   st().awaiting.erase(c->key);
   c->key.clear();
+  if (c->link->arm.load() == Link::undecided) {
+    // Matched; answered at the program's first data call on the connection, made by
+    // whichever process uses it. A process that forks and leaves the connection to its
+    // child never answers, and the client stays on TCP with the child.
+    c->parked = std::move(id);
+    c->parked_hello = h;
+    return;
+  }
   SocketRef s = c->link->socket.lock();
   if (!s) {
     reject_st(std::move(id));
@@ -436,14 +447,16 @@ void start_server_st(Conn* c) {
 // the window stays on TCP: a client under ferry asks at its first data call, before
 // its first byte. Until the peer sends, the wait costs nothing but a table entry.
 void arm_deadline_st(Conn* c) {
-  if (c->link->client || c->committed || c->deadline_set) return;
+  if (c->link->client || c->committed || c->parked || c->deadline_set) return;
   c->deadline_set = true;
   std::weak_ptr<Link> weak = c->link;
   poller::at_st(Clock::now() + window(), [weak] {
     auto link = weak.lock();
     if (!link) return;
     auto it = st().conns.find(link.get());
-    if (it == st().conns.end() || it->second->committed || link->phase.load() != Link::Phase::handshake) return;
+    if (it == st().conns.end() || it->second->committed || it->second->parked ||
+        link->phase.load() != Link::Phase::handshake)
+      return;
     fail_st(it->second.get(), stats::g.tcp_peer_refused, "no upgrade request from the peer");
   });
 }
@@ -514,6 +527,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   sockaddr_storage local;
   socklen_t len = sizeof local;
   if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+  s->listening_pid.store(getpid());
   const Socket* key = s.get();
   poller::submit([local, key] {
     auto l = std::make_unique<Listener>();
@@ -545,11 +559,17 @@ void first_data_call(Socket& s) noexcept {
     auto it = st().conns.find(link.get());
     if (it == st().conns.end()) return;
     Conn* c = it->second.get();
-    if (link->client) connect_when_armed_st(c);
+    if (link->client) return connect_when_armed_st(c);
+    if (c->parked) {
+      rdma::CmId id = std::move(c->parked);
+      accept_request_st(c, std::move(id), c->parked_hello);
+    }
   });
 }
 
 void after_fork_child() noexcept {
+  // The parent's connections and listeners are the parent's business.
+  g_state = new State;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
     if (s->transition(Transport::upgrading, Transport::kernel)) {

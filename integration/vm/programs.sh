@@ -48,7 +48,7 @@ expect_rdma() {  # expect_rdma MIN_BYTES: this program's bytes went over RDMA, a
 
 record() {  # record RESULT: one row of the table, and no warnings in ferry's logs
   local reasons="" r
-  for r in tcp_no_rdma tcp_no_route tcp_device_excluded tcp_peer_refused tcp_timeout tcp_resources; do
+  for r in tcp_no_rdma tcp_no_route tcp_device_excluded tcp_peer_refused tcp_timeout tcp_resources tcp_other_listener; do
     [ "$(sum $r)" -gt 0 ] && reasons+="${r#tcp_}=$(sum $r) "
   done
   grep -hE ' (warn|error) |fatal' "$out/$name".*.log && fail "ferry logged warnings"
@@ -130,6 +130,7 @@ if under client qperf "$ip" -t 2 tcp_lat tcp_bw > "$out/$name.client.out" 2>&1 &
    grep -q 'latency' "$out/$name.client.out" && grep -q 'bw' "$out/$name.client.out"; then res=ok; else
   res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
 stop $server
+expect_rdma 100000  # qperf's server forks a child per test; the child listens and upgrades
 record $res
 
 name=fork-server
