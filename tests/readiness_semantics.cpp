@@ -283,15 +283,8 @@ void wakeups() {
 
 void nonblocking_connect() {
   puts("non-blocking connect");
-  int l = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(++g_port));
-  inet_pton(AF_INET, g_ip, &a.sin_addr);
-  bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  listen(l, 4);
+  sockaddr_in a;
+  int l = fresh_listener(&a);
   int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   show("connect", connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a));
   pollfd f{c, POLLOUT, 0};

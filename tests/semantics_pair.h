@@ -52,19 +52,26 @@ inline void wait_upgraded(int n) {
   fprintf(stderr, "connection %d never reached RDMA\n", n);
 }
 
+// A listening socket on the next fresh port of g_ip; its address in *a.
+inline int fresh_listener(sockaddr_in* a) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  *a = sockaddr_in{};
+  a->sin_family = AF_INET;
+  a->sin_port = htons(static_cast<uint16_t>(++g_port));
+  inet_pton(AF_INET, g_ip, &a->sin_addr);
+  if (bind(l, reinterpret_cast<sockaddr*>(a), sizeof *a) || listen(l, 4)) perror("listen");
+  return l;
+}
+
 // A connected pair (client, server) on a fresh port, with one byte exchanged each way
 // (the first data call of each side, which lets the upgrade commit).
 struct Pair {
   int c = -1, s = -1;
   Pair() {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(++g_port));
-    inet_pton(AF_INET, g_ip, &a.sin_addr);
-    if (bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, 4)) perror("listen");
+    sockaddr_in a;
+    int l = fresh_listener(&a);
     c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
     s = accept(l, nullptr, nullptr);
