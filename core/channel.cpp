@@ -1,5 +1,7 @@
 #include "core/channel.h"
 
+#include "core/log.h"
+
 #include <arpa/inet.h>
 #include <cstring>
 
@@ -326,6 +328,7 @@ void Channel::arm_st() { ibv_req_notify_cq(cq_.get(), 0); }
 void Channel::fail_st(const std::string& why) {
   if (!error_.empty()) return;
   error_ = why;
+  FERRY_LOG(info, "channel", "connection failed: %s", why.c_str());
   ++rx_events_;
   ++tx_events_;
   signal_->bump();

@@ -90,15 +90,25 @@ expect_rdma 1000000
 record $res
 
 name=sockperf
-serve sockperf server --tcp -i "$ip" -p 11111
+echo "T:$ip:11111" > "$out/sockperf.feed"  # a feed file lets the server multiplex with epoll
+serve sockperf server -f "$out/sockperf.feed" -F epoll
 wait_port 11111
 res=ok
 under client sockperf ping-pong --tcp -i "$ip" -p 11111 -t 2 -m 64 > "$out/$name.pp.out" 2>&1 &&
   grep -q 'Summary: Latency' "$out/$name.pp.out" || { res=FAILED; fail "ping-pong: $(tail -2 "$out/$name.pp.out")"; }
 under client sockperf throughput --tcp -i "$ip" -p 11111 -t 2 -m 65000 > "$out/$name.tp.out" 2>&1 &&
   grep -q 'Summary: BandWidth' "$out/$name.tp.out" || { res=FAILED; fail "throughput: $(tail -2 "$out/$name.tp.out")"; }
+# Many clients at once, multiplexed by the server's epoll.
+for i in 1 2 3 4; do
+  under client sockperf ping-pong --tcp -i "$ip" -p 11111 -t 2 -m 256 > "$out/$name.many$i.out" 2>&1 &
+done
+wait $(jobs -p | grep -vx "$server") 2>/dev/null
+for i in 1 2 3 4; do
+  grep -q 'Summary: Latency' "$out/$name.many$i.out" || { res=FAILED; fail "client $i of 4: $(tail -2 "$out/$name.many$i.out")"; }
+done
 stop $server
 expect_rdma 1000000
+[ "$(sum upgraded)" -ge 12 ] || fail "expected the 6 sockperf connections on RDMA at both ends, upgraded=$(sum upgraded)"
 record $res
 
 name=memcached
