@@ -8,8 +8,8 @@
 namespace ferry::api {
 
 // The child inherits every kernel socket as is, keeps connections that were still
-// upgrading on TCP, and gets its own log, counters, poller and devices for the
-// connections it makes itself.
+// upgrading on TCP, gets its own log and counters, and makes no RDMA connections
+// (see poller::after_fork_child).
 long fork() noexcept {
   long pid = sys(real.fork());
   if (pid == 0) {

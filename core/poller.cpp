@@ -209,9 +209,12 @@ void watch_device_st(rdma::Device* d) {
 void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
 
 void after_fork_child() noexcept {
-  // The parent's poller thread does not exist here and its state may be mid-change:
-  // the child starts its own poller when it first needs one.
+  // The parent's poller thread does not exist here and its state may be mid-change.
+  // The child makes no RDMA connections: the device contexts librdmacm opened in the
+  // parent are inherited, and the kernel refuses verbs commands written to them by
+  // another process (ibv_post_send fails with EACCES once the connection is up).
   g_poller = new Poller;
+  g_poller->state.store(State::unavailable);
 }
 
 }  // namespace ferry::poller

@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/libc.h"
 #include "core/link.h"
+#include "core/log.h"
 #include "core/stats.h"
 #include "core/upgrade.h"
 #include "core/wait.h"
@@ -54,6 +55,12 @@ int wait_for(Link& link, uint32_t seen, int64_t timeout_us) {
 }
 
 long broken(size_t done, int err) { return done ? static_cast<long>(done) : -err; }
+
+// A receive that reached the end of the stream (0 when nothing came first).
+long end_of_stream(size_t done, const char* why) {
+  if (done == 0) FERRY_LOG(debug, "stream", "end of stream: %s", why);
+  return static_cast<long>(done);
+}
 
 // Sending on a connection the peer has gone from: EPIPE, and SIGPIPE unless asked not.
 long epipe(size_t done, int flags) {
@@ -148,13 +155,13 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       if (r == 0) {
         // TCP ended. Without an upgrade, or with a peer that left before cutting over,
         // that is the end of the stream.
-        if (!est || link.peer_gone.load()) return static_cast<long>(got);
+        if (!est || link.peer_gone.load()) return end_of_stream(got, "TCP ended before an upgrade");
         if (cut_known) return broken(got, ECONNRESET);  // TCP ended short of the cutover point
         // The peer switched and closed: its cutover is on the way over RDMA. A peer
         // that never switched cannot send one, so the wait is bounded.
         if (got > 0) return static_cast<long>(got);
         int w = wait_for(link, seen, static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
-        if (w == -EAGAIN) return 0;
+        if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
         if (w < 0) return w;
         continue;
       }
@@ -173,8 +180,11 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         if (!waitall || got == total) return static_cast<long>(got);
         continue;
       }
-      if (fin) return static_cast<long>(got);
-      if (dead || link.peer_gone.load()) return tcp_verdict(fd, got);
+      if (fin) return end_of_stream(got, "the peer finished");
+      if (dead || link.peer_gone.load()) {
+        FERRY_LOG(debug, "stream", "fd %d: RDMA side gone (%s); asking TCP", fd, dead ? "failed" : "disconnected");
+        return tcp_verdict(fd, got);
+      }
     }
     if (got > 0 && !waitall) return static_cast<long>(got);
     if (nonblock) return broken(got, EAGAIN);
