@@ -127,6 +127,51 @@ void ctl_errors() {
   close(ep);
 }
 
+void several_sets_and_variants() {
+  puts("one socket in two epoll sets; epoll_pwait, epoll_pwait2; EPERM, ELOOP");
+  Pair p;
+  int a = epoll_create1(0), b = epoll_create1(0);
+  add(a, p.c, EPOLLIN, 0);
+  add(b, p.c, EPOLLIN | EPOLLET, 0);
+  show("peer send", send(p.s, "xy", 2, 0));
+  show_wait("set a", a, kLong);
+  show_wait("set b", b, kLong);
+  show_wait("set a again", a, 0);
+  show_wait("set b again", b, 0);
+  epoll_event ev[2];
+  timespec zero{0, 0};
+  show("epoll_pwait2 zero timeout", epoll_pwait2(a, ev, 2, &zero, nullptr));
+  // A signal blocked by epoll_pwait's mask does not interrupt it.
+  struct sigaction sa{};
+  sa.sa_handler = [](int) {};
+  sigaction(SIGALRM, &sa, nullptr);
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGALRM);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &block, &old);
+  char c[2];
+  show("read", read(p.c, c, 2));
+  itimerval it{{0, 0}, {0, 50000}};
+  setitimer(ITIMER_REAL, &it, nullptr);
+  show("epoll_pwait, SIGALRM masked", epoll_pwait(a, ev, 2, 300, &block));
+  sigset_t pending;
+  sigpending(&pending);
+  printf("  SIGALRM pending afterwards: %d\n", sigismember(&pending, SIGALRM));
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  char path[] = "/tmp/readiness_semantics.XXXXXX";
+  int file = mkstemp(path);
+  unlink(path);
+  epoll_event one{};
+  one.events = EPOLLIN;
+  show("add a regular file", epoll_ctl(a, EPOLL_CTL_ADD, file, &one));
+  close(file);
+  show("add set b to set a", epoll_ctl(a, EPOLL_CTL_ADD, b, &one));
+  show("add set a to set b", epoll_ctl(b, EPOLL_CTL_ADD, a, &one));
+  close(a);
+  close(b);
+}
+
 void peer_shutdown_and_close() {
   puts("peer shutdown, local shutdown, peer close");
   Pair p;
@@ -443,6 +488,7 @@ int main(int argc, char** argv) {
   timed("edge_triggered", edge_triggered);
   timed("oneshot", oneshot);
   timed("ctl_errors", ctl_errors);
+  timed("several_sets_and_variants", several_sets_and_variants);
   timed("peer_shutdown_and_close", peer_shutdown_and_close);
   timed("backpressure", backpressure);
   timed("poll_mixed_with_pipe", poll_mixed_with_pipe);
