@@ -11,6 +11,8 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <atomic>
+
 namespace ferry::api {
 namespace {
 
@@ -27,7 +29,12 @@ void track(int fd, SocketRef s) {
   stats::add(stats::g.tcp_sockets, 1);
 }
 
+// Non-blocking connects not yet seen finished: while there are none, a send has
+// nothing to settle and costs no extra lookup.
+std::atomic<int> g_connecting{0};
+
 void connected(int fd, const SocketRef& s) {
+  if (s->role() == Role::connecting) g_connecting.fetch_sub(1, std::memory_order_relaxed);
   s->set_role(Role::active);
   stats::add(stats::g.connections_active, 1);
   upgrade::client_connected(fd, s);
@@ -99,6 +106,7 @@ long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   if (r == 0 || r == -EINPROGRESS || r == -EISCONN) {
     if (SocketRef s = fd_table().get(fd)) {
       if (r == -EINPROGRESS) {
+        if (s->role() != Role::connecting) g_connecting.fetch_add(1, std::memory_order_relaxed);
         s->set_role(Role::connecting);
       } else if (r == 0 || s->role() == Role::connecting) {
         // Done, or a non-blocking connect found finished by asking again.
@@ -110,6 +118,7 @@ long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
 }
 
 void settle_connect(int fd) noexcept {
+  if (g_connecting.load(std::memory_order_relaxed) == 0) return;
   SocketRef s = fd_table().get(fd);
   if (!s || s->role() != Role::connecting) return;
   sockaddr_storage peer;

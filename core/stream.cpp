@@ -181,10 +181,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         continue;
       }
       if (fin) return end_of_stream(got, "the peer finished");
-      if (dead || link.peer_gone.load()) {
-        FERRY_LOG(debug, "stream", "fd %d: RDMA side gone (%s); asking TCP", fd, dead ? "failed" : "disconnected");
-        return tcp_verdict(fd, got);
-      }
+      if (dead || link.peer_gone.load()) return tcp_verdict(fd, got);
     }
     if (got > 0 && !waitall) return static_cast<long>(got);
     if (nonblock) return broken(got, EAGAIN);
