@@ -30,6 +30,7 @@ ThreadWaiter& thread_waiter() {
 struct Entry {
   nfds_t index;
   SocketRef socket;
+  bool user;  // on RDMA: answered by readiness::of(); otherwise still the kernel's
 };
 
 // Scratch kept per thread so that a steady poll loop allocates nothing.
@@ -58,7 +59,7 @@ bool needs_user_space(const pollfd* fds, nfds_t n) noexcept {
     int fd = fds[i].fd;
     if (fd_table().tracked(fd)) {
       SocketRef s = fd_table().get(fd);
-      user = user || (s && readiness::in_user_space(*s));
+      user = user || (s && s->transport() != Transport::kernel);
     } else if (epoll_sets().tracked(fd)) {
       if (auto set = epoll_sets().get(fd)) set->nested();
     }
@@ -79,10 +80,9 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
   for (nfds_t i = 0; i < n; ++i) {
     if (!fd_table().tracked(fds[i].fd)) continue;
     SocketRef s = fd_table().get(fds[i].fd);
-    if (!s || !readiness::in_user_space(*s)) continue;
-    sc.kernel[i].fd = -1;  // the kernel socket is idle; its readiness would mislead
+    if (!s || s->transport() == Transport::kernel) continue;  // the link is published by now
     s->link->signal.add(&w);
-    sc.user.push_back({i, std::move(s)});
+    sc.user.push_back({i, std::move(s), false});
   }
   sc.kernel.push_back({w.kicker.fd(), POLLIN, 0});
   const int64_t start = now_us();
@@ -91,6 +91,11 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
   for (int round = 0;; ++round) {
     int ready = 0;
     for (Entry& e : sc.user) {
+      if (!e.user && readiness::in_user_space(*e.socket)) {
+        e.user = true;
+        sc.kernel[e.index].fd = -1;  // the kernel socket is idle now; its readiness would mislead
+      }
+      if (!e.user) continue;
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
       ready += fds[e.index].revents != 0;
     }
@@ -100,17 +105,24 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
     bool sleep = ready == 0 && left != 0 && !spinning;
     if (sleep) {
       w.kicker.arm();
+      bool moved = false;  // an entry reached RDMA since the last look
       for (Entry& e : sc.user) {
+        if (!e.user) {
+          moved = moved || readiness::in_user_space(*e.socket);
+          continue;
+        }
         fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
         ready += fds[e.index].revents != 0;
       }
-      if (ready > 0) {
+      if (ready > 0 || moved) {
         w.kicker.disarm();
         sleep = false;
       }
+      if (moved && ready == 0) continue;  // look again from the top
     }
     if (spinning && round % kKernelEvery != 0) {
-      for (Entry& e : sc.user) readiness::drive(*e.socket->link);
+      for (Entry& e : sc.user)
+        if (e.user) readiness::drive(*e.socket->link);
       continue;
     }
     if (sleep) stats::add(stats::g.ready_sleeps, 1);
@@ -138,7 +150,8 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
     }
     if (left == 0) break;
     if (spinning)
-      for (Entry& e : sc.user) readiness::drive(*e.socket->link);
+      for (Entry& e : sc.user)
+        if (e.user) readiness::drive(*e.socket->link);
   }
   for (Entry& e : sc.user) e.socket->link->signal.remove(&w);
   sc.user.clear();

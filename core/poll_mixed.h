@@ -11,7 +11,8 @@
 
 namespace ferry {
 
-// True when some entry is an upgraded socket (and poll_mixed() must serve the call).
+// True when some entry is an upgraded socket or one being upgraded (whose readiness may
+// move to user space while the call sleeps), so that poll_mixed() must serve the call.
 // Marks epoll instances among the entries as nested.
 bool needs_user_space(const pollfd* fds, nfds_t n) noexcept;
 
