@@ -178,7 +178,11 @@ bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
 // (here, on the program's thread, while fd surely is this socket). Program thread.
 std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
                             const sockaddr_storage& peer) {
-  auto link = std::make_shared<Link>();
+  // A Link owns its QP and CQ, which only the poller thread may destroy (it may be in
+  // the middle of their completions); whoever drops the last reference hands it there.
+  std::shared_ptr<Link> link(new Link, [](Link* l) {
+    if (!poller::submit([l] { delete l; })) delete l;
+  });
   link->client = client;
   link->socket = s;
   link->fd = fd;
