@@ -1,6 +1,7 @@
 #include "core/channel.h"
 
 #include "core/log.h"
+#include "core/poller.h"
 
 #include <arpa/inet.h>
 #include <cstring>
@@ -100,7 +101,8 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   return c;
 }
 
-Channel::~Channel() = default;
+// Channels that saw completion events are destroyed on the poller thread only.
+Channel::~Channel() { poller::forget_st(this); }
 
 wire::RingRef Channel::local_ring() const {
   return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
@@ -282,6 +284,7 @@ void Channel::handle_control_st(const wire::Control& c) {
 }
 
 bool Channel::progress_st() {
+  ++polls_;
   bool changed = false;
   ibv_wc wc[16];
   for (;;) {
@@ -323,7 +326,37 @@ bool Channel::progress_st() {
   return changed;
 }
 
-void Channel::arm_st() { ibv_req_notify_cq(cq_.get(), 0); }
+void Channel::arm_st() {
+  if (armed_) return;
+  armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
+}
+
+void Channel::prepare_sleep_st() {
+  arm_st();
+  progress_st();
+}
+
+bool Channel::on_notified_st() {
+  armed_ = false;
+  const uint64_t before = polls_;
+  progress_st();
+  polls_seen_ = polls_;
+  if (signal_->wanted() || before == polls_at_event_) {
+    prepare_sleep_st();
+  }
+  polls_at_event_ = polls_;
+  return !armed_;
+}
+
+bool Channel::recheck_st() {
+  if (armed_) return false;
+  if (polls_ == polls_seen_) {
+    prepare_sleep_st();
+    return !armed_;
+  }
+  polls_seen_ = polls_;
+  return true;
+}
 
 void Channel::fail_st(const std::string& why) {
   if (!error_.empty()) return;

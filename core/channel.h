@@ -5,6 +5,14 @@
 // Threading: every *_st function needs mu() held. Whoever holds it may poll the CQ
 // (progress_st), so app threads can make progress inline and the poller thread covers
 // the rest. Waiters watch signal(), bumped whenever progress_st changed something.
+//
+// Completion notifications wake the poller thread, which costs a context switch per
+// event; a program that is polling the CQ anyway (spinning in a call, or calling
+// epoll_wait) does not need them. So after an event the poller renews the notification
+// only if someone sleeps on the signal (signal().wanted()) or nobody polled the CQ
+// since the previous event; otherwise the channel stays unarmed and the poller looks
+// again a tick later (recheck_st), arming it once the program stopped polling. A
+// thread about to sleep arms it itself (prepare_sleep_st).
 #pragma once
 
 #include "core/rdma.h"
@@ -74,8 +82,15 @@ class Channel {
 
   // Polls the CQ and applies what arrived. True when something changed.
   bool progress_st();
-  // Re-arms completion notification (the poller calls this after each event).
-  void arm_st();
+  // Called by a thread about to sleep on signal(): arms completion notification and
+  // looks once more, so that nothing that lands from here on goes unnoticed.
+  void prepare_sleep_st();
+  // The poller's handling of a completion event. True when the channel was left
+  // unarmed because the program is polling it: recheck_st() it a tick later.
+  bool on_notified_st();
+  // The poller's later look at an unarmed channel: arms it if nobody polled it since
+  // the last look. True while it should be looked at again.
+  bool recheck_st();
 
   // What the peer told us (valid under mu).
   bool peer_cutover_known() const { return peer_cutover_known_; }
@@ -93,6 +108,7 @@ class Channel {
   bool reserve_sq_st(int wrs);
   uint32_t signal_flag_st(int wrs);
   void handle_control_st(const wire::Control& c);
+  void arm_st();
 
   std::mutex mu_;
   Signal own_signal_;
@@ -120,6 +136,9 @@ class Channel {
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
   bool tx_starved_ = false;
+  bool armed_ = false;  // a completion will raise an event
+  uint64_t polls_ = 0;  // progress_st calls, by anyone
+  uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};
   uint32_t rx_events_ = 0, tx_events_ = 0;
   std::string error_;
 };

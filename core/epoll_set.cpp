@@ -56,6 +56,7 @@ struct EpollSet::Reg final : Waiter {
     dirty.store(true, std::memory_order_seq_cst);
     set->kicker_.kick();
   }
+  bool listening() const noexcept override { return set->kicker_.armed(); }
   void attach(const SocketRef& s) {
     if (link || s->transport() == Transport::kernel) return;  // the link is published by then
     link = s->link;
@@ -152,6 +153,7 @@ void EpollSet::reconcile(int epfd) {
       ++user_;
       if (fd_table().get(r.fd) == s) make_inert(epfd, r.fd, r.ev);
     }
+    if (r.user && r.link && nested_.load()) readiness::prepare_sleep(*r.link);
     ++i;
   }
 }
@@ -216,10 +218,16 @@ void EpollSet::drive_all() {
     if (r->user && r->link) readiness::drive(*r->link);
 }
 
+void EpollSet::prepare_sleep() {
+  for (auto& r : regs_)
+    if (r->user && r->link && !r->disabled) readiness::prepare_sleep(*r->link);
+}
+
 void EpollSet::nested() noexcept {
   if (nested_.exchange(true)) return;
   kicker_.arm();  // for good: the outer waiter sleeps on the kernel's view of this set
   std::lock_guard<std::mutex> lock(mu_);
+  prepare_sleep();
   for (auto& r : regs_) {
     if (!r->user || r->disabled || !r->link || r->socket.expired()) continue;
     const uint32_t want = (r->ev.events & kInterest) | EPOLLERR | EPOLLHUP;
@@ -240,6 +248,9 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
     {
       std::lock_guard<std::mutex> lock(mu_);
       reconcile(epfd);
+      // Completions on an idle member's queue raise no event while nobody sleeps: every
+      // look polls them, so a program kept busy by other members still sees them.
+      drive_all();
       n = collect(evs, max);
       user = user_ > 0;
     }
@@ -251,6 +262,7 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       // Armed, every change from here on kicks; one more look closes the gap.
       kicker_.arm();
       std::lock_guard<std::mutex> lock(mu_);
+      prepare_sleep();
       n = collect(evs, max);
       if (n > 0) {
         kicker_.disarm();
@@ -276,10 +288,6 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       return n + k;
     }
     if (left == 0) return 0;
-    if (spinning) {
-      std::lock_guard<std::mutex> lock(mu_);
-      drive_all();
-    }
   }
 }
 

@@ -47,6 +47,8 @@ class EpollSet {
   // Drops kernel events that are ferry's own or belong to upgraded sockets.
   int filter(epoll_event* evs, int n);
   void drive_all();
+  // Completions on every upgraded member wake the poller while this set sleeps.
+  void prepare_sleep();
 
   std::mutex mu_;
   std::vector<std::unique_ptr<Reg>> regs_;

@@ -20,6 +20,7 @@ struct ThreadWaiter final : Waiter {
   readiness::Kicker kicker;
   bool ok = kicker.open();
   void wake() noexcept override { kicker.kick(); }
+  bool listening() const noexcept override { return kicker.armed(); }
 };
 
 ThreadWaiter& thread_waiter() {
@@ -96,6 +97,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
         sc.kernel[e.index].fd = -1;  // the kernel socket is idle now; its readiness would mislead
       }
       if (!e.user) continue;
+      readiness::drive(*e.socket->link);  // see EpollSet::wait
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
       ready += fds[e.index].revents != 0;
     }
@@ -111,6 +113,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
           moved = moved || readiness::in_user_space(*e.socket);
           continue;
         }
+        readiness::prepare_sleep(*e.socket->link);
         fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
         ready += fds[e.index].revents != 0;
       }
@@ -120,11 +123,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
       }
       if (moved && ready == 0) continue;  // look again from the top
     }
-    if (spinning && round % kKernelEvery != 0) {
-      for (Entry& e : sc.user)
-        if (e.user) readiness::drive(*e.socket->link);
-      continue;
-    }
+    if (spinning && round % kKernelEvery != 0) continue;
     if (sleep) stats::add(stats::g.ready_sleeps, 1);
     timespec ts = to_timespec(sleep ? left : 0);
     int k = real.ppoll(sc.kernel.data(), n + 1, sleep && left < 0 ? nullptr : &ts, mask);
@@ -149,9 +148,6 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
       break;
     }
     if (left == 0) break;
-    if (spinning)
-      for (Entry& e : sc.user)
-        if (e.user) readiness::drive(*e.socket->link);
   }
   for (Entry& e : sc.user) e.socket->link->signal.remove(&w);
   sc.user.clear();

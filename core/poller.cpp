@@ -43,7 +43,12 @@ struct Poller {
   boost::lockfree::queue<std::function<void()>*> work{64};
   std::vector<Timer> timers;
   std::set<rdma::Device*> devices;
+  // Channels left unarmed because the program polls them; looked at every kRecheck.
+  std::set<Channel*> unarmed;
+  bool recheck_due = false;
 };
+
+constexpr auto kRecheck = std::chrono::milliseconds(5);
 
 // Process lifetime: the thread may outlive main's statics. A forked child gets a fresh
 // one; the parent's, with its descriptors, is left alone (it serves the parent).
@@ -61,16 +66,41 @@ void handle_cm_st() {
   while (rdma_get_cm_event(P().cm.get(), &ev) == 0) upgrade::on_cm_event_st(ev);
 }
 
+void recheck_unarmed_st();
+
+void schedule_recheck_st() {
+  if (P().unarmed.empty() || P().recheck_due) return;
+  P().recheck_due = true;
+  at_st(Clock::now() + kRecheck, recheck_unarmed_st);
+}
+
+void recheck_unarmed_st() {
+  P().recheck_due = false;
+  for (auto it = P().unarmed.begin(); it != P().unarmed.end();) {
+    bool again;
+    {
+      std::lock_guard<std::mutex> lock((*it)->mu());
+      again = (*it)->recheck_st();
+    }
+    it = again ? std::next(it) : P().unarmed.erase(it);
+  }
+  schedule_recheck_st();
+}
+
 void handle_device_st(rdma::Device* d) {
   ibv_cq* cq = nullptr;
   void* ctx = nullptr;
   while (ibv_get_cq_event(d->events.get(), &cq, &ctx) == 0) {
     ibv_ack_cq_events(cq, 1);
     auto* ch = static_cast<Channel*>(ctx);
-    std::lock_guard<std::mutex> lock(ch->mu());
-    ch->arm_st();
-    ch->progress_st();
+    bool unarmed;
+    {
+      std::lock_guard<std::mutex> lock(ch->mu());
+      unarmed = ch->on_notified_st();
+    }
+    if (unarmed) P().unarmed.insert(ch);
   }
+  schedule_recheck_st();
 }
 
 void run_timers_st() {
@@ -207,6 +237,8 @@ void watch_device_st(rdma::Device* d) {
 }
 
 void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
+
+void forget_st(Channel* ch) noexcept { P().unarmed.erase(ch); }
 
 void after_fork_child() noexcept {
   // The parent's poller thread does not exist here and its state may be mid-change.

@@ -11,6 +11,9 @@
 #include <chrono>
 #include <functional>
 
+namespace ferry {
+class Channel;
+}
 namespace ferry::rdma {
 struct Device;
 }
@@ -38,6 +41,8 @@ void unwatch(int fd);
 void watch_device_st(rdma::Device* d);
 // Runs fn at (or soon after) `when`.
 void at_st(Clock::time_point when, std::function<void()> fn);
+// A channel going away: the poller must not look at it again.
+void forget_st(Channel* ch) noexcept;
 
 // In a forked child: no poller (the parent's thread does not exist there).
 void after_fork_child() noexcept;

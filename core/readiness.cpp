@@ -71,6 +71,12 @@ bool drive(Link& link) noexcept {
   return lock.owns_lock() && link.channel->progress_st();
 }
 
+void prepare_sleep(Link& link) noexcept {
+  if (!link.established()) return;
+  std::lock_guard<std::mutex> lock(link.channel->mu());
+  link.channel->prepare_sleep_st();
+}
+
 Kicker::~Kicker() {
   if (fd_ >= 0) real.close(fd_);
 }

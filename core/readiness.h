@@ -29,6 +29,11 @@ State of(int fd, Link& link) noexcept;
 // something changed.
 bool drive(Link& link) noexcept;
 
+// Before sleeping on the link's signal (directly, or through a Waiter that now
+// listens): completions on the link will wake the poller from here on, and anything
+// already there is applied (and bumps the signal).
+void prepare_sleep(Link& link) noexcept;
+
 // A wakeup a thread can sleep on in the kernel next to other descriptors: an eventfd,
 // written at most once until drained, and only while someone is armed to sleep on it.
 class Kicker {
@@ -43,6 +48,7 @@ class Kicker {
   // Arms (count > 0) or disarms sleeping on it; kicks while disarmed cost nothing.
   void arm() noexcept { armed_.fetch_add(1, std::memory_order_seq_cst); }
   void disarm() noexcept { armed_.fetch_sub(1, std::memory_order_seq_cst); }
+  bool armed() const noexcept { return armed_.load(std::memory_order_seq_cst) > 0; }
   void kick() noexcept;
   // Empties the eventfd after the kernel reported it readable.
   void drain() noexcept;

@@ -4,6 +4,7 @@
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/log.h"
+#include "core/readiness.h"
 #include "core/stats.h"
 #include "core/upgrade.h"
 #include "core/wait.h"
@@ -41,17 +42,13 @@ struct Slice {
   }
 };
 
-// Polls the channel from a spinning waiter without blocking on its lock.
-bool poll_link(void* arg) {
-  auto* link = static_cast<Link*>(arg);
-  if (!link->established()) return false;
-  std::unique_lock<std::mutex> lock(link->channel->mu(), std::try_to_lock);
-  return lock.owns_lock() && link->channel->progress_st();
-}
-
 int wait_for(Link& link, uint32_t seen, int64_t timeout_us) {
   stats::add(stats::g.waits, 1);
-  return wait_change(link.signal, seen, timeout_us, config().poll_us, poll_link, &link);
+  Progress p;
+  p.poll = [](void* l) { return readiness::drive(*static_cast<Link*>(l)); };
+  p.prepare_sleep = [](void* l) { readiness::prepare_sleep(*static_cast<Link*>(l)); };
+  p.arg = &link;
+  return wait_change(link.signal, seen, timeout_us, config().poll_us, p);
 }
 
 long broken(size_t done, int err) { return done ? static_cast<long>(done) : -err; }

@@ -29,6 +29,15 @@ void Signal::bump() noexcept {
   }
 }
 
+bool Signal::wanted() noexcept {
+  if (sleepers.load(std::memory_order_seq_cst) > 0) return true;
+  if (waiter_count_.load(std::memory_order_seq_cst) == 0) return false;
+  std::lock_guard<std::mutex> lock(waiters_mu_);
+  for (Waiter* w : waiters_)
+    if (w->listening()) return true;
+  return false;
+}
+
 void Signal::add(Waiter* w) {
   std::lock_guard<std::mutex> lock(waiters_mu_);
   waiters_.push_back(w);
@@ -46,15 +55,15 @@ void Signal::remove(Waiter* w) noexcept {
   waiter_count_.store(static_cast<uint32_t>(waiters_.size()), std::memory_order_seq_cst);
 }
 
-int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, bool (*poll)(void*),
-                void* arg) noexcept {
+int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept {
   int64_t start = now_us();
   while (spin_us > 0 && now_us() - start < spin_us) {
-    if (poll) poll(arg);
+    if (p.poll) p.poll(p.arg);
     if (s.load() != seen) return 0;
   }
   int result = 0;
   s.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (p.prepare_sleep) p.prepare_sleep(p.arg);
   for (;;) {
     if (s.load() != seen) break;
     timespec ts, *tsp = nullptr;

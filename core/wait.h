@@ -14,6 +14,9 @@ namespace ferry {
 // thread, possibly with a Channel's lock held: it must not block or take locks.
 struct Waiter {
   virtual void wake() noexcept = 0;
+  // True while its owner sleeps (or is about to): then the Signal's changes must be
+  // announced promptly rather than found by polling.
+  virtual bool listening() const noexcept = 0;
 
  protected:
   ~Waiter() = default;
@@ -31,6 +34,8 @@ struct Signal {
   // Once remove() returns, w is not called any more and may go away.
   void add(Waiter* w);
   void remove(Waiter* w) noexcept;
+  // Someone sleeps on this signal: a blocked call, or a listening Waiter.
+  bool wanted() noexcept;
 
  private:
   std::atomic<uint32_t> waiter_count_{0};
@@ -41,11 +46,19 @@ struct Signal {
 // CLOCK_MONOTONIC in microseconds.
 int64_t now_us() noexcept;
 
-// Waits until `s` moves past `seen`. `poll` (may be null) is called while spinning and
-// may itself bump s. `timeout_us` 0 = no limit. Returns 0, -EAGAIN on timeout, or
-// -EINTR when a signal handler ran (with no timeout, a handler with SA_RESTART restarts
-// the wait inside the kernel, as it would restart recv()).
-int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, bool (*poll)(void*),
-                void* arg) noexcept;
+// How a waiter makes progress itself: `poll` is called while spinning, `prepare_sleep`
+// once before sleeping (after the sleeper is counted); both may bump the signal. Either
+// may be null.
+struct Progress {
+  bool (*poll)(void*) = nullptr;
+  void (*prepare_sleep)(void*) = nullptr;
+  void* arg = nullptr;
+};
+
+// Waits until `s` moves past `seen`: spins for spin_us, then sleeps. `timeout_us` 0 = no
+// limit. Returns 0, -EAGAIN on timeout, or -EINTR when a signal handler ran (with no
+// timeout, a handler with SA_RESTART restarts the wait inside the kernel, as it would
+// restart recv()).
+int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept;
 
 }  // namespace ferry

@@ -17,12 +17,12 @@ TEST(Wait, ReturnsAtOnceWhenAlreadyMoved) {
   Signal s;
   uint32_t seen = s.load();
   s.bump();
-  EXPECT_EQ(wait_change(s, seen, 0, 0, nullptr, nullptr), 0);
+  EXPECT_EQ(wait_change(s, seen, 0, 0, {}), 0);
 }
 
 TEST(Wait, TimesOutWithEagain) {
   Signal s;
-  EXPECT_EQ(wait_change(s, s.load(), 20000, 0, nullptr, nullptr), -EAGAIN);
+  EXPECT_EQ(wait_change(s, s.load(), 20000, 0, {}), -EAGAIN);
   EXPECT_EQ(s.sleepers.load(), 0u);
 }
 
@@ -33,7 +33,7 @@ TEST(Wait, SleeperIsWokenByABump) {
     while (s.sleepers.load() == 0) std::this_thread::yield();
     s.bump();
   });
-  EXPECT_EQ(wait_change(s, seen, 0, 0, nullptr, nullptr), 0);
+  EXPECT_EQ(wait_change(s, seen, 0, 0, {}), 0);
   t.join();
 }
 
@@ -49,7 +49,7 @@ TEST(Wait, SpinningCallsThePollFunction) {
     if (++a->calls == 3) a->s->bump();
     return true;
   };
-  EXPECT_EQ(wait_change(s, seen, 0, 1000000, poll, &arg), 0);
+  EXPECT_EQ(wait_change(s, seen, 0, 1000000, {poll, nullptr, &arg}), 0);
   EXPECT_EQ(arg.calls, 3);
 }
 
@@ -65,7 +65,7 @@ int interrupted_wait(bool restart, int64_t timeout_us) {
   Signal s;
   uint32_t seen = s.load();
   std::atomic<int> result{1};
-  std::thread waiter([&] { result = wait_change(s, seen, timeout_us, 0, nullptr, nullptr); });
+  std::thread waiter([&] { result = wait_change(s, seen, timeout_us, 0, {}); });
   while (s.sleepers.load() == 0) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   pthread_kill(waiter.native_handle(), SIGUSR1);
