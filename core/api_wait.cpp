@@ -7,6 +7,7 @@
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/poll_mixed.h"
+#include "core/poller.h"
 
 #include <sys/select.h>
 
@@ -128,21 +129,31 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
   return set->ctl(epfd, op, fd, ev, s);
 }
 
+namespace {
+// The set of epfd when ferry must answer for it; null when the kernel's answer is all:
+// the set never held a TCP socket, or no socket of this process can leave kernel TCP.
+std::shared_ptr<EpollSet> active_set(int epfd) {
+  auto set = epoll_sets().get(epfd);
+  if (!set || set->plain() || (poller::unavailable() && set->users() == 0)) return nullptr;
+  return set;
+}
+}  // namespace
+
 long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
-  if (auto set = epoll_sets().get(epfd); set && !set->plain())
+  if (auto set = active_set(epfd))
     return set->wait(epfd, evs, max, ms_to_us(timeout_ms), nullptr);
   return sys(real.epoll_wait(epfd, evs, max, timeout_ms));
 }
 
 long epoll_pwait(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) noexcept {
-  if (auto set = epoll_sets().get(epfd); set && !set->plain())
+  if (auto set = active_set(epfd))
     return set->wait(epfd, evs, max, ms_to_us(timeout_ms), mask);
   return sys(real.epoll_pwait(epfd, evs, max, timeout_ms, mask));
 }
 
 long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, const sigset_t* mask) noexcept {
-  auto set = epoll_sets().get(epfd);
-  if (!set || set->plain()) return sys(real.epoll_pwait2(epfd, evs, max, timeout, mask));
+  auto set = active_set(epfd);
+  if (!set) return sys(real.epoll_pwait2(epfd, evs, max, timeout, mask));
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
   return set->wait(epfd, evs, max, ts_to_us(timeout), mask);
 }

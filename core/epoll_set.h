@@ -30,6 +30,8 @@ class EpollSet {
   // epoll_wait/epoll_pwait/epoll_pwait2; timeout_us < 0 waits forever. False from
   // plain() means the kernel's own call is the whole answer.
   bool plain() const noexcept { return !used_.load(std::memory_order_relaxed); }
+  // Registrations answered in user space (those of upgraded sockets).
+  size_t users() const noexcept { return user_.load(std::memory_order_relaxed); }
   long wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept;
   // The epoll instance itself is watched by another epoll set, poll or select: its
   // kernel readiness must then include the upgraded sockets' readiness.
@@ -53,7 +55,7 @@ class EpollSet {
   std::mutex mu_;
   std::vector<std::unique_ptr<Reg>> regs_;
   size_t cursor_ = 0;  // where collect() starts: every ready socket gets its turn
-  size_t user_ = 0;    // registrations in user space
+  std::atomic<size_t> user_{0};  // registrations in user space
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};
   std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop

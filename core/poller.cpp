@@ -218,6 +218,8 @@ bool submit(std::function<void()> fn) noexcept {
   return true;
 }
 
+bool unavailable() noexcept { return P().state.load(std::memory_order_acquire) == State::unavailable; }
+
 rdma_event_channel* cm_channel() noexcept { return P().cm.get(); }
 
 bool watch(int fd, uint32_t events, Watcher* w) {

@@ -24,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 // Starts the poller if RDMA can be used in this process; false (remembered) when not.
 bool available() noexcept;
+// True once available() found RDMA unusable here: no socket of the process can ever
+// leave kernel TCP. Never starts anything.
+bool unavailable() noexcept;
 // Runs fn on the poller thread, soon. False when there is no poller.
 bool submit(std::function<void()> fn) noexcept;
 

@@ -53,7 +53,8 @@ pair() {  # pair SYSTEM TAG SERVER... -- CLIENT...: both ends as SYSTEM; the cli
   status=$?
   [ "$system" = ferry ] && "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null
   kill "$server" 2>/dev/null
-  { sleep 5; kill -9 "$server" 2>/dev/null; } &
+  for _ in $(seq 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$server" 2>/dev/null
   wait "$server" 2>/dev/null
   return $status
 }
@@ -137,6 +138,16 @@ verbs() {  # raw RDMA WRITE between two processes over rdma_cm: the test bed's l
     fi
     kill $server 2>/dev/null; wait $server 2>/dev/null
   done
+  # The same exchange with SEND/RECV, which (like ferry's WRITE WITH IMMEDIATE) takes a
+  # receive completion per message, where ib_write_lat polls the last byte in memory.
+  ib_send_lat -R -s 64 -n $((secs * 2000)) > /dev/null 2>&1 &
+  server=$!; sleep 1
+  if timeout -k 5 $limit ib_send_lat -R -s 64 -n $((secs * 2000)) "$ip" > "$out/logs/$tag.send64.out" 2>&1; then
+    note send64_p50 verbs "$(awk '$1 == 64 {print $5}' "$out/logs/$tag.send64.out")"
+  else
+    failed send64_p50 verbs "ib_send_lat: $(tail -1 "$out/logs/$tag.send64.out")"
+  fi
+  kill $server 2>/dev/null; wait $server 2>/dev/null
   ib_write_bw -R -s 65536 -D "$secs" --report_gbits > /dev/null 2>&1 &
   server=$!; sleep 1
   if timeout -k 5 $limit ib_write_bw -R -s 65536 -D "$secs" --report_gbits "$ip" > "$out/logs/$tag.bw.out" 2>&1; then

@@ -24,6 +24,8 @@ METRICS = [
     ("redis_get_rps", "redis GET -c50 -P16", "req/s", False),
     ("connect_rate", "connect+1B+close", "conn/s", False),
 ]
+# Verbs-only reference rows: (metric, label, the ferry metric it is compared with)
+REFERENCES = [("send64_p50", "verbs SEND/RECV 64 B p50 (ib_send_lat)", "pp64_p50")]
 # tag prefix of the logs each metric's ferry runs wrote
 LOG_PREFIX = {"pp64": "pp64.ferry.", "pp4096": "pp4096.ferry.", "iperf3": "iperf3.ferry.",
               "sockperf_tp": "sptp.ferry.", "redis": "redis.ferry.", "connect_rate": "conn.ferry."}
@@ -100,6 +102,16 @@ def main():
             table[metric][f"ferry_over_{other}"] = r
         print(line)
     print("(latency rows: lower is better, so a ratio < 1 favours ferry; rate rows: higher is better)")
+    references = {}
+    for metric, label, against in REFERENCES:
+        values, error = read_figures(results, metric, "verbs")
+        if not values:
+            continue
+        v = statistics.median(values)
+        f = table[against]["systems"].get("ferry", {}).get("median")
+        references[metric] = {"label": label, "median": v, "runs": values,
+                              "ferry_over_it": f / v if f else None}
+        print(f"reference: {label} = {v:.1f} usec" + (f"; ferry / it = {f / v:.2f}" if f else ""))
 
     print("\nTargets")
     targets = [
@@ -144,7 +156,8 @@ def main():
         print(f"  {key:14}{c.get('upgraded', 0):>9}{rdma:>16}{tcp:>14}{share:>11.3f}{flag}")
 
     with open(json_out, "w") as f:
-        json.dump({"runs": int(runs), "seconds": float(secs), "metrics": table, "targets": json_targets,
+        json.dump({"runs": int(runs), "seconds": float(secs), "metrics": table, "references": references,
+                   "targets": json_targets,
                    "ferry_bytes": where}, f, indent=1)
     print(f"\nJSON: {os.path.basename(json_out)}")
 
