@@ -228,7 +228,9 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   if (!peer_known_ || failed()) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
-  ring::Span span = tx_.reserve(want);
+  // A write the peer may not have taken off its completion queue holds one of its
+  // receive requests: past the window, wait as if the ring were full.
+  ring::Span span = writes_in_flight_st() < kWriteWindow ? tx_.reserve(want) : ring::Span{};
   if (span.total() < want) tx_starved_ = true;
   if (span.total() == 0) {
     if (want > 0 && blocked_sent_at_ != tx_.written()) {
@@ -240,7 +242,12 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(tx_buf_.get() + off, app, n); });
   if (!post_write_st(span)) return 0;
   tx_.commit(span.total());
+  write_ends_[write_tail_++ % kWriteWindow] = tx_.written();
   return span.total();
+}
+
+void Channel::retire_writes_st(uint64_t consumed) {
+  while (write_head_ != write_tail_ && write_ends_[write_head_ % kWriteWindow] <= consumed) ++write_head_;
 }
 
 size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
@@ -259,6 +266,7 @@ void Channel::handle_control_st(const wire::Control& c) {
   switch (c.op) {
     case wire::Op::credit:
       if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
+      retire_writes_st(c.value);
       if (tx_starved_ && writable_st()) {
         tx_starved_ = false;
         ++tx_events_;

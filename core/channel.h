@@ -37,6 +37,15 @@ class Channel {
   static constexpr int kSignalEvery = 32;
   static constexpr uint32_t kInlineWanted = 128;
   static_assert(kSendDepth % kSignalEvery == 0 && kSignalEvery * 2 <= kSendDepth);
+  // Data writes whose bytes the peer has not yet reported consumed. Each holds one of
+  // the peer's receive requests until the peer polls its completion, and a peer that
+  // is not polling (busy elsewhere) must never run out of them: an RDMA write with no
+  // receive request waiting is refused (RNR) and retried after a delay, and meanwhile
+  // the whole queue pair stalls. Consumed bytes prove their completions were polled.
+  // The rest of the receive requests are for control messages, which are few: credits
+  // answer the peer's own data, the others are sent once per stall or per connection.
+  static constexpr uint32_t kWriteWindow = 128;
+  static_assert(kWriteWindow + 32 <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
 
   // Builds the QP and the local ring on `id` (route resolved, or a connect request),
   // taking ownership of id. Changes are announced on `signal` (the channel's own
@@ -71,7 +80,9 @@ class Channel {
   size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
   // so a writer woken by it can queue a useful amount.
-  bool writable_st() const { return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0; }
+  bool writable_st() const {
+    return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0 && writes_in_flight_st() < kWriteWindow;
+  }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
   // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
   uint32_t rx_events_st() const { return rx_events_; }
@@ -108,6 +119,8 @@ class Channel {
   bool reserve_sq_st(int wrs);
   uint32_t signal_flag_st(int wrs);
   void handle_control_st(const wire::Control& c);
+  uint32_t writes_in_flight_st() const { return write_tail_ - write_head_; }
+  void retire_writes_st(uint64_t consumed);
   void arm_st();
 
   std::mutex mu_;
@@ -136,6 +149,9 @@ class Channel {
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
   bool tx_starved_ = false;
+  // Where each write in flight ends in the stream, oldest at write_head_.
+  uint64_t write_ends_[kWriteWindow] = {};
+  uint32_t write_head_ = 0, write_tail_ = 0;
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};

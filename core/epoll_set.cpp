@@ -153,7 +153,7 @@ void EpollSet::reconcile(int epfd) {
       ++user_;
       if (fd_table().get(r.fd) == s) make_inert(epfd, r.fd, r.ev);
     }
-    if (r.user && r.link && nested_.load()) readiness::prepare_sleep(*r.link);
+    if (r.link && nested_.load()) readiness::prepare_sleep(*r.link);
     ++i;
   }
 }
@@ -219,8 +219,11 @@ void EpollSet::drive_all() {
 }
 
 void EpollSet::prepare_sleep() {
+  // Every member with a link, not only those in user space already: a socket that
+  // reaches RDMA while its registration is still the kernel's gets its next bytes in
+  // the ring, and only a completion event can say so.
   for (auto& r : regs_)
-    if (r->user && r->link && !r->disabled) readiness::prepare_sleep(*r->link);
+    if (r->link && !r->disabled) readiness::prepare_sleep(*r->link);
 }
 
 void EpollSet::nested() noexcept {
@@ -262,6 +265,7 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       // Armed, every change from here on kicks; one more look closes the gap.
       kicker_.arm();
       std::lock_guard<std::mutex> lock(mu_);
+      reconcile(epfd);  // a socket that reached RDMA since the last look kicked nobody
       prepare_sleep();
       n = collect(evs, max);
       if (n > 0) {

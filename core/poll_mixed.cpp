@@ -109,11 +109,11 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
       w.kicker.arm();
       bool moved = false;  // an entry reached RDMA since the last look
       for (Entry& e : sc.user) {
+        readiness::prepare_sleep(*e.socket->link);  // see EpollSet::prepare_sleep
         if (!e.user) {
           moved = moved || readiness::in_user_space(*e.socket);
           continue;
         }
-        readiness::prepare_sleep(*e.socket->link);
         fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
         ready += fds[e.index].revents != 0;
       }

@@ -205,6 +205,10 @@ void reject_st(rdma::CmId id);
 
 void drop_st(Conn* c) {
   unwatch(*c->link);
+  // The link, and with it its channel's rdma_cm id, may outlive this Conn (a socket or
+  // an epoll registration still holds it): events for that id from now on (the peer's
+  // DISCONNECTED) have no owner.
+  if (c->link->channel) c->link->channel->id()->context = nullptr;
   if (c->parked) reject_st(std::move(c->parked));
   if (!c->key.empty()) st().awaiting.erase(c->key);
   if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
