@@ -255,8 +255,10 @@ size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
   walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(app, rx_buf_.get() + off, n); });
   if (peek || span.total() == 0) return span.total();
   rx_.consume(span.total());
-  if (rx_.credit_due(peer_blocked_)) {
+  // Also every kCreditEveryWrites writes: the peer counts its writes in flight.
+  if (rx_.credit_due(peer_blocked_) || writes_since_credit_ >= kCreditEveryWrites) {
     peer_blocked_ = false;
+    writes_since_credit_ = 0;
     post_control_st(wire::Op::credit, rx_.take_credit());
   }
   return span.total();
@@ -276,6 +278,7 @@ void Channel::handle_control_st(const wire::Control& c) {
       peer_blocked_ = true;
       if (rx_.credit_due(true)) {
         peer_blocked_ = false;
+        writes_since_credit_ = 0;
         post_control_st(wire::Op::credit, rx_.take_credit());
       }
       break;
@@ -313,6 +316,7 @@ bool Channel::progress_st() {
         int slot = static_cast<int>(w.wr_id & ~kRecvTag);
         if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           if (!rx_.land(ntohl(w.imm_data))) fail_st("peer wrote past the credits it was given");
+          ++writes_since_credit_;
           ++rx_events_;
         } else {
           wire::Control c;

@@ -45,6 +45,9 @@ class Channel {
   // The rest of the receive requests are for control messages, which are few: credits
   // answer the peer's own data, the others are sent once per stall or per connection.
   static constexpr uint32_t kWriteWindow = 128;
+  // A receiver returns its consumer cursor at least this often (in writes landed), so a
+  // peer whose reader keeps up never finds its write window full.
+  static constexpr uint32_t kCreditEveryWrites = kWriteWindow / 4;
   static_assert(kWriteWindow + 32 <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
 
   // Builds the QP and the local ring on `id` (route resolved, or a connect request),
@@ -152,6 +155,7 @@ class Channel {
   // Where each write in flight ends in the stream, oldest at write_head_.
   uint64_t write_ends_[kWriteWindow] = {};
   uint32_t write_head_ = 0, write_tail_ = 0;
+  uint32_t writes_since_credit_ = 0;  // the peer's writes landed since our last credit
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};

@@ -39,6 +39,8 @@ struct Link {
   // Written under Socket::rx_mu; readiness reads them without it.
   std::atomic<uint64_t> tcp_received{0};
   std::atomic<bool> rd_shut{false};
+  // TCP arrivals the poller's watch saw (edge-triggered readiness counts them as new data).
+  std::atomic<uint32_t> tcp_events{0};
 
   // Each side commits at the program's first data call on the connection: a connection
   // that never carries data costs no queue pair, and a connection handed to a forked

@@ -39,7 +39,8 @@ State of(int fd, Link& link) noexcept {
     fin = ch.peer_fin();
     dead = ch.failed();
     tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover();
-    st.rx_events = ch.rx_events_st();
+    // Bytes the peer sent before its cutover arrive on TCP: an edge too.
+    st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
     st.tx_events = ch.tx_events_st();
   }
   dead = dead || link.peer_gone.load();

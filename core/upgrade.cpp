@@ -471,6 +471,7 @@ void arm_deadline_st(Conn* c) {
 
 void Conn::on_event_st(uint32_t) {
   if (link->phase.load() == Link::Phase::handshake) arm_deadline_st(this);
+  link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
 }
 
