@@ -8,10 +8,12 @@
 namespace ferry::api {
 
 // The child inherits every kernel socket as is, keeps connections that were still
-// upgrading on TCP, gets its own log and counters, and makes no RDMA connections
-// (see poller::after_fork_child).
+// upgrading on TCP, gets its own log and counters, and makes its RDMA connections with
+// its own rdma_cm channel and device contexts (see poller::after_fork_child).
 long fork() noexcept {
+  bool held = poller::hold_for_fork();
   long pid = sys(real.fork());
+  if (pid != 0) poller::release_after_fork(held);
   if (pid == 0) {
     poller::after_fork_child();
     rdma::after_fork_child();

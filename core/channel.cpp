@@ -39,6 +39,23 @@ size_t iov_total(const iovec* iov, int iovcnt) {
   return t;
 }
 
+// Moves qp to `state` with the attributes rdma_cm holds for id (port, P_Key, path,
+// PSNs, timeouts, access rights once the peer is known).
+bool move_qp(rdma_cm_id* id, ibv_qp* qp, ibv_qp_state state, std::string& why) {
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = state;
+  if (rdma_init_qp_attr(id, &attr, &mask) != 0) {
+    why = std::string("rdma_init_qp_attr(") + std::to_string(state) + "): " + strerror(errno);
+    return false;
+  }
+  if (int e = ibv_modify_qp(qp, &attr, mask)) {
+    why = std::string("ibv_modify_qp(") + std::to_string(state) + "): " + strerror(e);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std::string& why,
@@ -69,7 +86,8 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return nullptr;
   }
-  c->cq_.reset(ibv_create_cq(id->verbs, kSendDepth + kRecvSlots + 16, c.get(), c->device_->events.get(), 0));
+  ibv_context* verbs = c->device_->context.get();
+  c->cq_.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, c.get(), c->device_->events.get(), 0));
   if (!c->cq_) {
     why = std::string("ibv_create_cq: ") + strerror(errno);
     return nullptr;
@@ -82,13 +100,17 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = kInlineWanted;
-  if (rdma_create_qp(id.get(), pd, &attr) != 0) {
+  c->qp_.reset(ibv_create_qp(pd, &attr));
+  if (!c->qp_) {
     attr.cap.max_inline_data = 0;
-    if (rdma_create_qp(id.get(), pd, &attr) != 0) {
-      why = std::string("rdma_create_qp: ") + strerror(errno);
+    c->qp_.reset(ibv_create_qp(pd, &attr));
+    if (!c->qp_) {
+      why = std::string("ibv_create_qp: ") + strerror(errno);
       return nullptr;
     }
   }
+  // Receive requests can be posted from INIT on.
+  if (!move_qp(id.get(), c->qp_.get(), IBV_QPS_INIT, why)) return nullptr;
   c->max_inline_ = attr.cap.max_inline_data;
   c->id_ = std::move(id);
   for (int i = 0; i < kRecvSlots; ++i) {
@@ -99,6 +121,12 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   }
   c->arm_st();
   return c;
+}
+
+bool Channel::activate(std::string& why) {
+  // INIT again first: only now does rdma_cm grant the remote write access.
+  return move_qp(id_.get(), qp_.get(), IBV_QPS_INIT, why) && move_qp(id_.get(), qp_.get(), IBV_QPS_RTR, why) &&
+         move_qp(id_.get(), qp_.get(), IBV_QPS_RTS, why);
 }
 
 // Channels that saw completion events are destroyed on the poller thread only.
@@ -150,7 +178,7 @@ bool Channel::post_recv_st(int slot) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(id_->qp, &wr, &bad) == 0;
+  return ibv_post_recv(qp_.get(), &wr, &bad) == 0;
 }
 
 // Send-queue room for `wrs` more work requests, polling completions while it is full.
@@ -194,7 +222,7 @@ bool Channel::post_write_st(const ring::Span& span) {
   last.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, wr, &bad) != 0) {
+  if (ibv_post_send(qp_.get(), wr, &bad) != 0) {
     fail_st(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
@@ -217,7 +245,7 @@ bool Channel::post_control_st(wire::Op op, uint64_t value) {
   wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+  if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
     fail_st(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
@@ -391,7 +419,7 @@ bool Channel::flush_st() {
   wr.wr_id = static_cast<uint64_t>(unsignaled_ + 1);  // retires the unsignaled batch too
   unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &wr, &bad) != 0) {
+  if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
     fail_st(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }

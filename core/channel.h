@@ -50,14 +50,20 @@ class Channel {
   static constexpr uint32_t kCreditEveryWrites = kWriteWindow / 4;
   static_assert(kWriteWindow + 32 <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
 
-  // Builds the QP and the local ring on `id` (route resolved, or a connect request),
-  // taking ownership of id. Changes are announced on `signal` (the channel's own
-  // when null). Null with `why` on any failure; nothing leaks.
+  // Builds the QP (in INIT, receive requests posted) and the local ring on `id` (route
+  // resolved, or a connect request), taking ownership of id. The QP is ferry's own, on
+  // its own device context (see rdma::Device): rdma_connect / rdma_accept name it by
+  // qp_num(), and activate() moves it to RTS. Changes are announced on `signal` (the
+  // channel's own when null). Null with `why` on any failure; nothing leaks.
   static std::unique_ptr<Channel> create(rdma::CmId id, uint64_t ring_size, std::string& why,
                                          Signal* signal = nullptr);
   ~Channel();
 
   rdma_cm_id* id() const { return id_.get(); }
+  uint32_t qp_num() const { return qp_->qp_num; }
+  // Moves the QP to RTS with what rdma_cm negotiated: on the connecting side once the
+  // peer's reply arrived (then rdma_establish), on the accepting side before rdma_accept.
+  bool activate(std::string& why);
   wire::RingRef local_ring() const;
   // Allocates and registers the send staging area for a peer ring of up to `size`
   // bytes. Done before the connection is committed, so that nothing can fail after.
@@ -135,7 +141,8 @@ class Channel {
   uint64_t rx_size_ = 0;
   rdma::Mr rx_mr_, tx_mr_, ctl_recv_mr_, ctl_send_mr_;
   rdma::Cq cq_;
-  rdma::CmId id_;  // declared last: its QP goes first
+  rdma::CmId id_;
+  rdma::Qp qp_;  // declared last: destroyed first
 
   ring::RxRing rx_{ring::kMinCapacity};
   ring::TxWindow tx_{ring::kMinCapacity};

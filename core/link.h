@@ -48,7 +48,12 @@ struct Link {
   enum Arm : int { undecided = 0, go = 1 };
   std::atomic<int> arm{undecided};
 
-  // In a forked child: the RDMA resources are the parent's and must not be touched.
+  // A forked child's copy of its parent's link. Its RDMA objects are the parent's and
+  // are never touched here: polling the CQ would take the parent's completions (rxe's
+  // queues are memory shared with the kernel), and destroying anything through the
+  // inherited device descriptor would destroy the parent's. The copy is leaked.
+  bool inherited = false;
+  // Inherited while on RDMA: unusable in the child (ECONNRESET / EPIPE).
   bool orphaned = false;
 
   // The peer's rdma_cm side disconnected (set by the poller).

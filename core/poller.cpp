@@ -46,6 +46,9 @@ struct Poller {
   // Channels left unarmed because the program polls them; looked at every kRecheck.
   std::set<Channel*> unarmed;
   bool recheck_due = false;
+  // Held by the thread while it works (between sleeps) and by fork(): a child must not
+  // inherit librdmacm's or libibverbs' locks taken mid-call.
+  std::mutex fork_gate;
 };
 
 constexpr auto kRecheck = std::chrono::milliseconds(5);
@@ -137,6 +140,7 @@ void loop() {
   epoll_event evs[64];
   for (;;) {
     int n = real.epoll_wait(P().epfd, evs, 64, next_timeout_ms());
+    std::lock_guard<std::mutex> gate(P().fork_gate);
     stats::add(stats::g.poller_wakeups, 1);
     for (int i = 0; i < n; ++i) {
       uint64_t tag = evs[i].data.u64;
@@ -242,13 +246,22 @@ void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_b
 
 void forget_st(Channel* ch) noexcept { P().unarmed.erase(ch); }
 
+bool hold_for_fork() noexcept {
+  if (P().state.load(std::memory_order_acquire) != State::running) return false;
+  P().fork_gate.lock();
+  return true;
+}
+
+void release_after_fork(bool held) noexcept {
+  if (held) P().fork_gate.unlock();
+}
+
 void after_fork_child() noexcept {
-  // The parent's poller thread does not exist here and its state may be mid-change.
-  // The child makes no RDMA connections: the device contexts librdmacm opened in the
-  // parent are inherited, and the kernel refuses verbs commands written to them by
-  // another process (ibv_post_send fails with EACCES once the connection is up).
+  // The parent's poller thread does not exist here, and its descriptors (rdma_cm's
+  // event channel among them) are the parent's: the kernel refuses rdma_cm and verbs
+  // commands written to a descriptor opened by another process. The child starts its
+  // own poller, with its own event channel and device contexts, when it first needs it.
   g_poller = new Poller;
-  g_poller->state.store(State::unavailable);
 }
 
 }  // namespace ferry::poller

@@ -47,7 +47,12 @@ void at_st(Clock::time_point when, std::function<void()> fn);
 // A channel going away: the poller must not look at it again.
 void forget_st(Channel* ch) noexcept;
 
-// In a forked child: no poller (the parent's thread does not exist there).
+// Around fork(): the poller thread is held between two rounds of work, so the child
+// inherits no lock taken in the middle of an rdma_cm or verbs call.
+bool hold_for_fork() noexcept;
+void release_after_fork(bool held) noexcept;
+// In a forked child: a fresh poller, started on first need (the parent's thread does
+// not exist there).
 void after_fork_child() noexcept;
 
 }  // namespace ferry::poller

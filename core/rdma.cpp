@@ -32,19 +32,24 @@ std::vector<std::unique_ptr<Device>>& registry() { return g_registry->all; }
 
 void after_fork_child() noexcept { g_registry = new Registry; }
 
-Device* device_for(ibv_context* context, std::string& why) {
+Device* device_for(ibv_context* cm_context, std::string& why) {
   std::lock_guard<std::mutex> lock(g_registry->mu);
   for (auto& d : registry())
-    if (d->context == context) return d.get();
+    if (d->device == cm_context->device) return d.get();
   auto d = std::make_unique<Device>();
-  d->context = context;
-  d->name = ibv_get_device_name(context->device);
-  d->pd.reset(ibv_alloc_pd(context));
+  d->device = cm_context->device;
+  d->name = ibv_get_device_name(d->device);
+  d->context.reset(ibv_open_device(d->device));
+  if (!d->context) {
+    why = "ibv_open_device " + d->name + ": " + strerror(errno);
+    return nullptr;
+  }
+  d->pd.reset(ibv_alloc_pd(d->context.get()));
   if (!d->pd) {
     why = "ibv_alloc_pd on " + d->name + ": " + strerror(errno);
     return nullptr;
   }
-  d->events.reset(ibv_create_comp_channel(context));
+  d->events.reset(ibv_create_comp_channel(d->context.get()));
   if (!d->events) {
     why = "ibv_create_comp_channel on " + d->name + ": " + strerror(errno);
     return nullptr;

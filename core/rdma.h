@@ -21,9 +21,11 @@ struct Deleter {
 
 using EventChannel = std::unique_ptr<rdma_event_channel, Deleter<rdma_event_channel, rdma_destroy_event_channel>>;
 using CompChannel = std::unique_ptr<ibv_comp_channel, Deleter<ibv_comp_channel, ibv_destroy_comp_channel>>;
+using Context = std::unique_ptr<ibv_context, Deleter<ibv_context, ibv_close_device>>;
 using Pd = std::unique_ptr<ibv_pd, Deleter<ibv_pd, ibv_dealloc_pd>>;
 using Cq = std::unique_ptr<ibv_cq, Deleter<ibv_cq, ibv_destroy_cq>>;
 using Mr = std::unique_ptr<ibv_mr, Deleter<ibv_mr, ibv_dereg_mr>>;
+using Qp = std::unique_ptr<ibv_qp, Deleter<ibv_qp, ibv_destroy_qp>>;
 
 // An rdma_cm id together with its QP (destroyed first).
 struct CmIdDeleter {
@@ -38,21 +40,29 @@ struct FreeDeleter {
 using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
 Buffer allocate(size_t bytes);
 
-// What ferry keeps per RDMA device (ibv_context): a protection domain and one
-// completion channel that every CQ on the device reports to. Created on first use,
-// kept for the life of the process.
+// What ferry keeps per RDMA device: a device context of its own, a protection domain
+// and one completion channel that every CQ on the device reports to. Created on first
+// use, kept for the life of the process.
+//
+// The context is opened by this process, never taken from rdma_cm: librdmacm opens one
+// context per device per address space and keeps it across fork, and the kernel refuses
+// verbs commands (rxe's doorbell among them) written to a descriptor another process
+// opened. With contexts of its own and QPs it drives itself (rdma_cm only carries the
+// handshake), a forked child makes RDMA connections like any process.
 struct Device {
-  ibv_context* context = nullptr;
+  ibv_device* device = nullptr;
+  Context context;
   Pd pd;
   CompChannel events;
   std::string name;
   uint8_t port = 1;
 };
-Device* device_for(ibv_context* context, std::string& why);
+// The device of an rdma_cm id's context (`cm_context`, librdmacm's own).
+Device* device_for(ibv_context* cm_context, std::string& why);
 // Every device opened so far (for the poller to watch their completion channels).
 std::vector<Device*> devices();
-// In a forked child: the parent's devices (PDs, completion channels) are left to it;
-// the child opens its own when it first needs them.
+// In a forked child: the parent's devices (contexts, PDs, completion channels) are left
+// to it; the child opens its own when it first needs them.
 void after_fork_child() noexcept;
 
 // FERRY_DEVICES: "name[:port],...". Empty list = every ACTIVE device.

@@ -29,6 +29,10 @@ uint32_t kernel_events(int fd) noexcept {
 
 State of(int fd, Link& link) noexcept {
   State st;
+  if (link.orphaned) {  // what a reset connection reports
+    st.events = kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+    return st;
+  }
   Channel& ch = *link.channel;
   size_t readable;
   bool writable, fin, dead, tcp_pending;
@@ -67,13 +71,13 @@ State of(int fd, Link& link) noexcept {
 }
 
 bool drive(Link& link) noexcept {
-  if (!link.established()) return false;
+  if (!link.established() || link.inherited) return false;
   std::unique_lock<std::mutex> lock(link.channel->mu(), std::try_to_lock);
   return lock.owns_lock() && link.channel->progress_st();
 }
 
 void prepare_sleep(Link& link) noexcept {
-  if (!link.established()) return;
+  if (!link.established() || link.inherited) return;
   std::lock_guard<std::mutex> lock(link.channel->mu());
   link.channel->prepare_sleep_st();
 }

@@ -181,6 +181,7 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   // A Link owns its QP and CQ, which only the poller thread may destroy (it may be in
   // the middle of their completions); whoever drops the last reference hands it there.
   std::shared_ptr<Link> link(new Link, [](Link* l) {
+    if (l->inherited) return;  // the parent's objects: see Link::inherited
     if (!poller::submit([l] { delete l; })) delete l;
   });
   link->client = client;
@@ -259,8 +260,9 @@ void established_st(Conn* c) {
   c->link->signal.bump();
 }
 
-rdma_conn_param conn_param(const void* data, uint8_t len) {
+rdma_conn_param conn_param(const Channel& ch, const void* data, uint8_t len) {
   rdma_conn_param p{};
+  p.qp_num = ch.qp_num();
   p.private_data = data;
   p.private_data_len = len;
   p.retry_count = 7;
@@ -333,7 +335,7 @@ void connect_when_armed_st(Conn* c) {
     return fail_st(c, stats::g.tcp_resources, why.c_str());
   uint8_t hello[wire::kHelloSize];
   wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
-  rdma_conn_param p = conn_param(hello, sizeof hello);
+  rdma_conn_param p = conn_param(*c->pending, hello, sizeof hello);
   if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
   c->committed = true;
 }
@@ -344,11 +346,13 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
     case RDMA_CM_EVENT_ADDR_RESOLVED:
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
       return on_route_event_st(c, type);
-    case RDMA_CM_EVENT_ESTABLISHED: {
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: {  // the QP is ours: rdma_cm leaves it to us
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
-      if (!c->pending->set_peer(w.ring, why)) return fail_st(c, stats::g.tcp_resources, why.c_str());
+      if (!c->pending->set_peer(w.ring, why) || !c->pending->activate(why))
+        return fail_st(c, stats::g.tcp_resources, why.c_str());
+      if (rdma_establish(c->pending->id()) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_establish failed");
       return established_st(c);
     }
     case RDMA_CM_EVENT_ADDR_ERROR:
@@ -386,13 +390,13 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
   c->pending = build_channel_st(c, std::move(id), ring, why);
   if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
-  if (!c->pending->set_peer(h.ring, why)) {
+  if (!c->pending->set_peer(h.ring, why) || !c->pending->activate(why)) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, stats::g.tcp_resources, why.c_str());
   }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
-  rdma_conn_param p = conn_param(welcome, sizeof welcome);
+  rdma_conn_param p = conn_param(*c->pending, welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
 }
@@ -561,7 +565,7 @@ void server_accepted(int fd, const SocketRef& s) noexcept { start(fd, s, false);
 
 void first_data_call(Socket& s) noexcept {
   std::shared_ptr<Link> link = s.link;
-  if (!link || link->arm.load() != Link::undecided) return;
+  if (!link || link->inherited || link->arm.load() != Link::undecided) return;
   int expected = Link::undecided;
   if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
   poller::submit([link] {
@@ -581,6 +585,8 @@ void after_fork_child() noexcept {
   g_state = new State;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
+    s->link->inherited = true;
+    s->link->watching.store(false);  // the parent's poller watches it, not ours
     if (s->transition(Transport::upgrading, Transport::kernel)) {
       s->link->phase.store(Link::Phase::failed);
     } else if (s->transport() == Transport::rdma) {
@@ -594,10 +600,10 @@ void closing(int fd, Socket& s) noexcept {
 }
 
 void release(Socket& s) noexcept {
-  // In a forked child the RDMA objects are the parent's: never touch them.
-  if (!poller::available()) return;
   const Socket* key = &s;
   if (s.role() == Role::listener) {
+    // Only the process that listened has an rdma_cm listener for it.
+    if (s.listening_pid.load() != getpid() || !poller::available()) return;
     // Requests for connections accepted just before the close may still be on their
     // way: the rdma_cm listener stays for one upgrade window.
     poller::submit([key] {
@@ -610,7 +616,7 @@ void release(Socket& s) noexcept {
     return;
   }
   std::shared_ptr<Link> link = s.link;
-  if (!link) return;
+  if (!link || link->inherited) return;  // a forked child's copy: the parent's business
   if (link->established()) {
     std::lock_guard<std::mutex> tx(s.tx_mu);
     std::lock_guard<std::mutex> lock(link->channel->mu());

@@ -67,6 +67,7 @@ void connect_pair(Pair& p, const char* ip, uint16_t port, uint64_t ring) {
   uint8_t hello[wire::kHelloSize];
   wire::encode(wire::Hello{1234, port, p.client->local_ring()}, hello);
   rdma_conn_param param{};
+  param.qp_num = p.client->qp_num();
   param.private_data = hello;
   param.private_data_len = sizeof hello;
   param.retry_count = 7;
@@ -82,23 +83,27 @@ void connect_pair(Pair& p, const char* ip, uint16_t port, uint64_t ring) {
   p.server = Channel::create(std::move(sid), ring, why);
   ASSERT_TRUE(p.server) << why;
   ASSERT_TRUE(p.server->set_peer(h.ring, why)) << why;
+  ASSERT_TRUE(p.server->activate(why)) << why;
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{p.server->local_ring()}, welcome);
+  param.qp_num = p.server->qp_num();
   param.private_data = welcome;
   param.private_data_len = sizeof welcome;
   ASSERT_EQ(rdma_accept(p.server->id(), &param), 0);
 
-  // Both ends see ESTABLISHED, in either order.
-  for (int i = 0; i < 2; ++i) {
-    ev = next_event(p.events.get(), RDMA_CM_EVENT_ESTABLISHED);
-    ASSERT_NE(ev, nullptr);
-    if (ev->id == p.client->id()) {
-      wire::Welcome w;
-      ASSERT_EQ(wire::decode(ev->param.conn.private_data, ev->param.conn.private_data_len, w), wire::Error::ok);
-      ASSERT_TRUE(p.client->set_peer(w.ring, why)) << why;
-    }
-    rdma_ack_cm_event(ev);
-  }
+  // The client's QP is its own: it hears the reply, moves the QP to RTS, establishes;
+  // then the server sees ESTABLISHED.
+  ev = next_event(p.events.get(), RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ASSERT_NE(ev, nullptr);
+  wire::Welcome w;
+  ASSERT_EQ(wire::decode(ev->param.conn.private_data, ev->param.conn.private_data_len, w), wire::Error::ok);
+  rdma_ack_cm_event(ev);
+  ASSERT_TRUE(p.client->set_peer(w.ring, why)) << why;
+  ASSERT_TRUE(p.client->activate(why)) << why;
+  ASSERT_EQ(rdma_establish(p.client->id()), 0);
+  ev = next_event(p.events.get(), RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(ev, nullptr);
+  rdma_ack_cm_event(ev);
 }
 
 const char* testbed_ip() {
