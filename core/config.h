@@ -18,6 +18,7 @@ struct Config {
   std::string devices;                // FERRY_DEVICES ("" = every ACTIVE device)
   uint64_t ring_size = 256 * 1024;    // FERRY_RING_SIZE, bytes of each receive ring
   uint32_t upgrade_timeout_ms = 2000; // FERRY_UPGRADE_TIMEOUT_MS
+  uint32_t accept_wait_ms = 30000;    // FERRY_ACCEPT_WAIT_MS: an early request waits for accept
   uint32_t poll_us = 1000;            // FERRY_POLL_US: busy-poll before sleeping
 };
 

@@ -84,9 +84,10 @@ struct State {
 State* g_state = new State;  // replaced, not destroyed, in a forked child
 State& st() { return *g_state; }
 
-// How long a request may wait for the program to accept its TCP connection. The
-// client's rdma_cm keeps retrying its request for about a minute.
-constexpr std::chrono::seconds kHeldRequestLimit{30};
+// How long a request may wait for the program to accept its TCP connection
+// (FERRY_ACCEPT_WAIT_MS). The client's rdma_cm keeps retrying its request for about a
+// minute, so a longer wait ends with the client giving up on its own.
+std::chrono::milliseconds accept_wait() { return std::chrono::milliseconds(config().accept_wait_ms); }
 
 std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
 
@@ -415,7 +416,7 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
   auto it = st().awaiting.find(key);
   if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
-  st().held.push_back({std::move(id), h, key, Clock::now() + kHeldRequestLimit});
+  st().held.push_back({std::move(id), h, key, Clock::now() + accept_wait()});
   poller::at_st(st().held.back().deadline, [] {
     auto now = Clock::now();
     for (auto it = st().held.begin(); it != st().held.end();) {

@@ -140,6 +140,7 @@ if under client qperf "$ip" -t 2 tcp_lat tcp_bw > "$out/$name.client.out" 2>&1 &
    grep -q 'latency' "$out/$name.client.out" && grep -q 'bw' "$out/$name.client.out"; then res=ok; else
   res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
 stop $server
+expect_rdma 10000000  # each test's data connection is served by a forked child
 record $res
 
 name=fork-server

@@ -26,19 +26,22 @@ kernel() { sed -n "s/.*kernel TCP bytes sent \([0-9]*\) received \([0-9]*\).*/\1
   awk -v w="$2" '{print (w == "sent") ? $1 : $2}'; }
 
 # pair SERVER_MODE CLIENT_MODE CONNECTIONS SERVER_IP SIZES...: MODE is ferry, plain, or
-# "ferry VAR=value..." for extra settings.
+# "ferry VAR=value..." for extra settings. STREAM_* variables reach both sides
+# (stream_check.py); PAIR_WRAP is a command both sides run under, and PAIR_LOGS a
+# directory it may write ferry's logs to.
 pair() {
   local smode=$1 cmode=$2 conns=$3 sip=$4
   shift 4
   port=$((port + 1))
-  local -a spre=() cpre=()
-  [ "${smode%% *}" = ferry ] && spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG=${FERRY_LOG:-warn} "FERRY_LOG_FILE=$out/$scenario.server.log" ${smode#ferry} "$ferry")
-  [ "${cmode%% *}" = ferry ] && cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.client.log" ${cmode#ferry} "$ferry")
-  rm -f "$out/$scenario".*.log
-  STREAM_SETTLE="${STREAM_SETTLE:-0}" "${spre[@]}" $check server "$sip" "$port" "$conns" > "$out/$scenario.server.out" 2>&1 &
+  local logs=${PAIR_LOGS:-$out}
+  local -a spre=() cpre=() wrap=(${PAIR_WRAP:-})
+  [ "${smode%% *}" = ferry ] && spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG=${FERRY_LOG:-warn} "FERRY_LOG_FILE=$logs/$scenario.server.log" ${smode#ferry} "$ferry")
+  [ "${cmode%% *}" = ferry ] && cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$logs/$scenario.client.log" ${cmode#ferry} "$ferry")
+  rm -f "$out/$scenario".*.log "$logs/$scenario".*.log
+  STREAM_SETTLE="${STREAM_SETTLE:-0}" "${wrap[@]}" "${spre[@]}" $check server "$sip" "$port" "$conns" > "$out/$scenario.server.out" 2>&1 &
   local server=$!
   for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
-  if ! timeout 300 env STREAM_SETTLE="${STREAM_SETTLE:-0}" "${cpre[@]}" $check client "$sip" "$port" "$conns" "$@" > "$out/$scenario.client.out" 2>&1; then
+  if ! timeout 300 env STREAM_SETTLE="${STREAM_SETTLE:-0}" "${wrap[@]}" "${cpre[@]}" $check client "$sip" "$port" "$conns" "$@" > "$out/$scenario.client.out" 2>&1; then
     fail "client (status $?): $(tail -3 "$out/$scenario.client.out")"
   fi
   if ! timeout 60 tail --pid=$server -f /dev/null; then
@@ -46,6 +49,7 @@ pair() {
     fail "server did not finish"
   fi
   wait $server || fail "server: $(tail -3 "$out/$scenario.server.out")"
+  [ "$logs" = "$out" ] || cp "$logs/$scenario".*.log "$out/" 2>/dev/null
   say "[$scenario] $(tail -1 "$out/$scenario.client.out")"
 }
 
@@ -115,7 +119,89 @@ scenario_loopback() {
   expect client bytes_tcp_received -ge 100000
 }
 
-all=(integrity_one integrity_many server_plain client_plain device_excluded disabled loopback)
+# The server accepts its connections late, after their clients sent data and asked for
+# the upgrade: the requests wait for the accept, and the connections upgrade.
+scenario_late_accept() {
+  # Large streams: until the accept, the clients fill the kernel's buffers on TCP.
+  STREAM_ACCEPT_DELAY=3 pair ferry ferry 4 "$ip" 16000057
+  expect client upgraded -eq 4
+  expect server upgraded -eq 4
+  expect_rdma 64000228 4
+}
+
+# The server does not accept within FERRY_ACCEPT_WAIT_MS: the requests are refused and
+# counted, the connections stay on TCP, and the data is intact when it finally accepts.
+scenario_accept_too_late() {
+  STREAM_ACCEPT_DELAY=4 pair "ferry FERRY_ACCEPT_WAIT_MS=500" ferry 4 "$ip" 1000003
+  expect client upgraded -eq 0
+  expect server upgraded -eq 0
+  expect server requests_unmatched -eq 4
+  expect client tcp_peer_refused -eq 4
+}
+
+# A server-speaks-first protocol: the greeting goes on TCP before the client has sent
+# anything (so before the upgrade is asked for), and arrives in order.
+scenario_server_first() {
+  STREAM_SETTLE=2 STREAM_SERVER_FIRST=1 pair ferry ferry 4 "$ip" 1000003
+  expect client upgraded -eq 4
+  expect server upgraded -eq 4
+  expect_rdma 4000012 4
+}
+
+# IPv6 sockets with v4-mapped addresses at both ends (the test bed's fabric is IPv4):
+# they upgrade like IPv4.
+scenario_v4_mapped() {
+  STREAM_SETTLE=1 pair ferry ferry 2 "::ffff:$ip" 1000003
+  expect client upgraded -eq 2
+  expect server upgraded -eq 2
+  expect_rdma 1000003 2
+}
+
+# Registered memory runs out (an unprivileged user under a locked-memory limit of
+# 600 KiB: room for one connection's rings): the connections beyond it stay on TCP,
+# counted as tcp_resources on the side that could not register.
+scenario_memlock() {
+  local logs=/tmp/ferry-memlock
+  mkdir -p $logs && chmod 1777 $logs
+  PAIR_LOGS=$logs PAIR_WRAP="$here/as-nobody 600" pair ferry ferry 4 "$ip" 1000003
+  local up res
+  up=$(counter client upgraded)
+  res=$(( $(counter client tcp_resources) + $(counter server tcp_resources) ))
+  [ "$up" -le 1 ] || fail "client upgraded $up connections under a 600 KiB limit"
+  [ "$res" -ge $((4 - up)) ] || fail "only $res connections counted as tcp_resources ($up upgraded)"
+  say "[$scenario] $up upgraded, $res kept on TCP for want of registered memory"
+}
+
+# 1,000 connections upgraded at the same time in one process (16 KiB rings): each side
+# holds every connection open for a while; meanwhile `ferry stat` of the server must show
+# the rings of all 1,000 registered together (rdma_registered_bytes counts live ones).
+scenario_thousand() {
+  ulimit -n 8192
+  local s="ferry FERRY_RING_SIZE=16k FERRY_UPGRADE_TIMEOUT_MS=60000" need=$((1000 * 2 * 16384))
+  (
+    peak=0 t0=$SECONDS
+    for _ in $(seq 240); do
+      sleep 1
+      pid=$(pgrep -f "stream_check.py server $ip $((port + 1)) " | head -1)
+      [ -n "$pid" ] || continue
+      reg=$("$ferry" stat "$pid" 2>/dev/null | awk '$1 == "rdma_registered_bytes" {print $2}')
+      [ "${reg:-0}" -gt "$peak" ] && peak=$reg
+      [ "$peak" -ge "$need" ] && break
+    done
+    echo "$peak $((SECONDS - t0))" > "$out/$scenario.peak"
+  ) &
+  local watcher=$!
+  STREAM_SETTLE=${THOUSAND_SETTLE:-45} pair "$s" "$s" 1000 "$ip" 1000 4093
+  wait $watcher
+  read -r peak took < "$out/$scenario.peak"
+  expect client upgraded -eq 1000
+  expect server upgraded -eq 1000
+  [ "$peak" -ge "$need" ] || fail "server's live registered memory peaked at $peak bytes, under 1000 connections' rings"
+  say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
+}
+
+all=(integrity_one integrity_many server_plain client_plain device_excluded disabled loopback
+  late_accept accept_too_late server_first v4_mapped memlock thousand)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done

@@ -4,15 +4,20 @@
     stream_check.py server IP PORT CONNECTIONS
     stream_check.py client IP PORT CONNECTIONS SIZE [SIZE...]
 
-With STREAM_SETTLE=SECONDS in the environment the client sends its 8-byte length,
-then waits that long (time for an upgrade to finish) before the rest.
+Environment:
+  STREAM_SETTLE=SECONDS        each side sends its 8-byte length, then waits that long
+                               (time for an upgrade to finish) before the rest;
+  STREAM_SERVER_FIRST=1        the server speaks first: a greeting of GREETING bytes
+                               right after accept, which the client reads and checks
+                               before it sends anything;
+  STREAM_ACCEPT_DELAY=SECONDS  the server accepts nothing for that long after listening
+                               (clients connect and send meanwhile).
 
 Every connection carries, each way at the same time: an 8-byte length, that many
 random bytes, and the sha256 of those bytes. Each side checks what it received. The
 client picks connection i's size from the SIZE list (cycling); the server answers
-with the same size. Optional first bytes: with --server-first the server speaks
-before reading anything. Exit status 0 only if every byte of every connection
-matched. Blocking sockets only (no select/poll/epoll).
+with the same size. Exit status 0 only if every byte of every connection matched.
+Blocking sockets only (no select/poll/epoll).
 """
 import hashlib
 import os
@@ -23,6 +28,8 @@ import threading
 import time
 
 CHUNK = 1 << 20
+GREETING = bytes((i * 7 + 3) & 0xFF for i in range(100003))
+SERVER_FIRST = os.environ.get("STREAM_SERVER_FIRST") == "1"
 KERNEL = {"acked": 0, "received": 0}
 KERNEL_LOCK = threading.Lock()
 
@@ -117,11 +124,14 @@ def server(ip, port, count):
     lsock.bind((ip, port))
     lsock.listen(256)
     print("listening", flush=True)
+    time.sleep(float(os.environ.get("STREAM_ACCEPT_DELAY", "0")))
     errors, threads = [], []
 
     def serve(conn, i):
         # The server learns the size from the client, then answers with as many bytes.
         try:
+            if SERVER_FIRST:
+                conn.sendall(GREETING)
             size = struct.unpack("!Q", recv_exact(conn, 8))[0]
         except Exception as e:  # noqa: BLE001
             errors.append(f"server {i}: {e!r}")
@@ -160,6 +170,14 @@ def client(ip, port, count, sizes):
     def one(i):
         size = sizes[i % len(sizes)]
         sock = socket.create_connection((ip, port))
+        if SERVER_FIRST:
+            try:
+                if recv_exact(sock, len(GREETING)) != GREETING:
+                    raise ValueError("the greeting differs")
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"client {i}: {e!r}")
+                sock.close()
+                return
         got = converse(sock, size, errors, f"client {i}")
         if got >= 0:
             total[0] += got
