@@ -284,11 +284,7 @@ size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
   if (peek || span.total() == 0) return span.total();
   rx_.consume(span.total());
   // Also every kCreditEveryWrites writes: the peer counts its writes in flight.
-  if (rx_.credit_due(peer_blocked_) || writes_since_credit_ >= kCreditEveryWrites) {
-    peer_blocked_ = false;
-    writes_since_credit_ = 0;
-    post_control_st(wire::Op::credit, rx_.take_credit());
-  }
+  if (rx_.credit_due(peer_blocked_) || writes_since_credit_ >= kCreditEveryWrites) give_credit_st();
   return span.total();
 }
 
@@ -304,11 +300,7 @@ void Channel::handle_control_st(const wire::Control& c) {
       break;
     case wire::Op::blocked:
       peer_blocked_ = true;
-      if (rx_.credit_due(true)) {
-        peer_blocked_ = false;
-        writes_since_credit_ = 0;
-        post_control_st(wire::Op::credit, rx_.take_credit());
-      }
+      if (rx_.credit_due(true)) give_credit_st();
       break;
     case wire::Op::cutover:
       peer_cutover_known_ = true;
@@ -371,7 +363,16 @@ void Channel::arm_st() {
   armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
 }
 
+void Channel::give_credit_st() {
+  peer_blocked_ = false;
+  writes_since_credit_ = 0;
+  post_control_st(wire::Op::credit, rx_.take_credit());
+}
+
 void Channel::prepare_sleep_st() {
+  // A reader about to sleep reports everything it consumed, so that if its process
+  // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_st).
+  if (rx_.uncredited() && !failed()) give_credit_st();
   arm_st();
   progress_st();
 }

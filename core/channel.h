@@ -97,6 +97,11 @@ class Channel {
   uint32_t rx_events_st() const { return rx_events_; }
   uint32_t tx_events_st() const { return tx_events_; }
   uint64_t unacked_st() const { return tx_.in_flight(); }
+  // The peer has not reported consuming everything we sent. A peer that vanished (its
+  // process killed) in that state left bytes unread, and kernel TCP would have reset
+  // the connection rather than end it; a reader reports its consumption before it
+  // sleeps, so a peer killed while waiting for data is seen to have read everything.
+  bool peer_left_unread_st() const { return tx_.in_flight() > 0; }
   uint64_t written_st() const { return tx_.written(); }
   bool post_control_st(wire::Op op, uint64_t value);
 
@@ -131,6 +136,7 @@ class Channel {
   uint32_t writes_in_flight_st() const { return write_tail_ - write_head_; }
   void retire_writes_st(uint64_t consumed);
   void arm_st();
+  void give_credit_st();
 
   std::mutex mu_;
   Signal own_signal_;

@@ -35,13 +35,14 @@ State of(int fd, Link& link) noexcept {
   }
   Channel& ch = *link.channel;
   size_t readable;
-  bool writable, fin, dead, tcp_pending;
+  bool writable, fin, dead, tcp_pending, left_unread;
   {
     std::lock_guard<std::mutex> lock(ch.mu());
     readable = ch.readable_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();
     dead = ch.failed();
+    left_unread = ch.peer_left_unread_st();
     tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover();
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
     st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
@@ -58,9 +59,11 @@ State of(int fd, Link& link) noexcept {
   }
   if (rd_shut) m |= kIn | EPOLLRDHUP;
   if (dead && !fin) {
-    // Whatever the kernel says decides between an orderly end and a reset; the ring
-    // cannot take more bytes either way.
+    // Whatever the kernel says decides between an orderly end and a reset (and a peer
+    // that left bytes unread is a reset, see stream's tcp_verdict); the ring cannot
+    // take more bytes either way.
     m |= kernel_events(fd) & ~kOut;
+    if (left_unread && (m & EPOLLRDHUP)) m |= kIn | EPOLLHUP | EPOLLERR;
     m |= kOut;  // a send reports the error
   } else if (wr_shut || writable) {
     m |= kOut;

@@ -106,6 +106,8 @@ class RxRing {
     uint64_t freed = consumed_ - returned_;
     return freed >= capacity_ / 4 || (peer_blocked && freed > 0);
   }
+  // Bytes consumed since the last return.
+  bool uncredited() const { return consumed_ != returned_; }
   // Marks the current consumer cursor as returned and gives it.
   uint64_t take_credit() { return returned_ = consumed_; }
 

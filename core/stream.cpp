@@ -66,11 +66,17 @@ long epipe(size_t done, int flags) {
   return -EPIPE;
 }
 
-// What the kernel's TCP socket says about a connection whose RDMA side broke.
-long tcp_verdict(int fd, size_t done) {
+// What the kernel's TCP socket says about a connection whose RDMA side broke without
+// the peer's end of stream (its process died). An orderly TCP end is EOF, unless the
+// peer left bytes of ours unread: then kernel TCP would have reset the connection.
+long tcp_verdict(int fd, Link& link, size_t done) {
   char c;
   long r = real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
-  if (r == 0) return static_cast<long>(done);  // an orderly close: EOF
+  if (r == 0) {
+    std::lock_guard<std::mutex> lock(link.channel->mu());
+    if (!link.channel->peer_left_unread_st()) return static_cast<long>(done);
+    return broken(done, ECONNRESET);
+  }
   if (r < 0 && errno != EAGAIN) return broken(done, errno);
   return broken(done, ECONNRESET);
 }
@@ -178,7 +184,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         continue;
       }
       if (fin) return end_of_stream(got, "the peer finished");
-      if (dead || link.peer_gone.load()) return tcp_verdict(fd, got);
+      if (dead || link.peer_gone.load()) return tcp_verdict(fd, link, got);
     }
     if (got > 0 && !waitall) return static_cast<long>(got);
     if (nonblock) return broken(got, EAGAIN);

@@ -17,8 +17,11 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <vector>
 
 #include "semantics_pair.h"
@@ -168,6 +171,106 @@ void send_to_closed_peer() {
   show("eventually", r);
 }
 
+void on_signal(int) {}
+
+// A blocking receive interrupted by a signal: restarted under SA_RESTART, EINTR without.
+void signal_during_recv(bool restart) {
+  printf("signal during a blocking recv, %s\n", restart ? "SA_RESTART" : "no SA_RESTART");
+  Pair p;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigaction(SIGUSR1, &sa, nullptr);
+  pthread_t self = pthread_self();
+  std::thread t([&] {
+    usleep(200000);
+    pthread_kill(self, SIGUSR1);
+    usleep(200000);
+    send(p.c, "late", 4, 0);
+  });
+  char buf[16] = {};
+  long r = recv(p.s, buf, sizeof buf, 0);
+  show("recv", r);
+  if (r < 0) show("recv again", recv(p.s, buf, sizeof buf, 0));
+  printf("  got %.4s\n", buf);
+  t.join();
+  signal(SIGUSR1, SIG_DFL);
+}
+
+// A blocking send that filled the peer's buffers, interrupted by a signal: it returns
+// what it sent so far.
+void signal_during_send() {
+  puts("signal during a blocking send to a peer that does not read");
+  Pair p;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGUSR1, &sa, nullptr);
+  std::vector<char> big(64 << 20, 'z');
+  std::atomic<bool> returned{false};
+  pthread_t self = pthread_self();
+  std::thread t([&] {  // until the send returns: it must have blocked by then
+    while (!returned) {
+      usleep(300000);
+      if (!returned) pthread_kill(self, SIGUSR1);
+    }
+  });
+  long r = send(p.c, big.data(), big.size(), 0);
+  returned = true;
+  t.join();
+  printf("  send returned %s\n", r > 0 && r < static_cast<long>(big.size()) ? "a partial count" : "something else");
+  signal(SIGUSR1, SIG_DFL);
+}
+
+// The peer's process is killed (SIGKILL: no close of its own). Kernel TCP ends the
+// connection if the peer had read everything, and resets it if it left bytes unread.
+void peer_killed(bool leave_unread) {
+  printf("peer process killed %s\n", leave_unread ? "with bytes unread" : "while waiting for data");
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  int ready[2];
+  if (pipe(ready) != 0) return;
+  pid_t child = fork();
+  if (child == 0) {
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) _exit(1);
+    char b = 'h';
+    send(c, &b, 1, 0);
+    recv(c, &b, 1, 0);
+    (void)!write(ready[1], "r", 1);
+    if (leave_unread) {
+      pause();
+    } else {
+      char buf[64];
+      recv(c, buf, sizeof buf, 0);
+    }
+    _exit(0);
+  }
+  int s = accept(l, nullptr, nullptr);
+  close(l);
+  char x;
+  recv(s, &x, 1, 0);
+  send(s, &x, 1, 0);
+  wait_upgraded(g_upgrades += 1);
+  char r;
+  (void)!read(ready[0], &r, 1);
+  char buf[100] = {};
+  if (leave_unread) show("send 100 bytes the peer never reads", send(s, buf, sizeof buf, 0));
+  usleep(300000);  // the bytes landed; the peer sleeps in pause() or recv()
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  usleep(300000);  // its kernel's FIN or RST arrives
+  show("recv", recv(s, buf, sizeof buf, 0));
+  long w = 0;
+  for (int i = 0; i < 100 && w >= 0; ++i) {
+    w = send(s, buf, sizeof buf, MSG_NOSIGNAL);
+    usleep(5000);
+  }
+  show("send, eventually", w);
+  close(s);
+  close(ready[0]);
+  close(ready[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,6 +287,11 @@ int main(int argc, char** argv) {
   shutdown_read();
   close_after_burst();
   send_to_closed_peer();
+  signal_during_recv(true);
+  signal_during_recv(false);
+  signal_during_send();
+  peer_killed(false);
+  peer_killed(true);
   puts("done");
   return 0;
 }

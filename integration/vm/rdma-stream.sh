@@ -41,6 +41,7 @@ pair() {
   STREAM_SETTLE="${STREAM_SETTLE:-0}" "${wrap[@]}" "${spre[@]}" $check server "$sip" "$port" "$conns" > "$out/$scenario.server.out" 2>&1 &
   local server=$!
   for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
+  [ -z "${PAIR_BEFORE_CLIENT:-}" ] || $PAIR_BEFORE_CLIENT "$sip" "$port"
   if ! timeout 300 env STREAM_SETTLE="${STREAM_SETTLE:-0}" "${wrap[@]}" "${cpre[@]}" $check client "$sip" "$port" "$conns" "$@" > "$out/$scenario.client.out" 2>&1; then
     fail "client (status $?): $(tail -3 "$out/$scenario.client.out")"
   fi
@@ -157,6 +158,26 @@ scenario_v4_mapped() {
   expect_rdma 1000003 2
 }
 
+# Connect requests with malformed or forged private data (forge_request: no data,
+# truncated, wrong magic or version, ring sizes and address out of range, another port,
+# a connection that does not exist) are each refused and counted; then a real client
+# upgrades on the same listener with its data intact.
+forge() {
+  "$build/forge_request" "$@" > "$out/$scenario.forge.out" 2>&1
+  sed "s/^/[$scenario] forged request, /" "$out/$scenario.forge.out"
+  local n
+  n=$(grep -c 'REJECTED$' "$out/$scenario.forge.out" || true)
+  [ "$n" -eq 10 ] || fail "$n of 10 forged requests refused"
+}
+scenario_forged() {
+  PAIR_BEFORE_CLIENT=forge pair "ferry FERRY_ACCEPT_WAIT_MS=1000" ferry 1 "$ip" 1000003
+  expect server requests_malformed -eq 9
+  expect server requests_unmatched -eq 1
+  expect client upgraded -eq 1
+  expect server upgraded -eq 1
+  expect_rdma 1000003 1
+}
+
 # Registered memory runs out (an unprivileged user under a locked-memory limit of
 # 600 KiB: room for one connection's rings): the connections beyond it stay on TCP,
 # counted as tcp_resources on the side that could not register.
@@ -201,7 +222,7 @@ scenario_thousand() {
 }
 
 all=(integrity_one integrity_many server_plain client_plain device_excluded disabled loopback
-  late_accept accept_too_late server_first v4_mapped memlock thousand)
+  late_accept accept_too_late server_first v4_mapped forged memlock thousand)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
