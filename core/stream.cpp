@@ -103,7 +103,25 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
 
 }  // namespace
 
+namespace {
+
+// MSG_TRUNC on TCP: the bytes are taken (or, with MSG_PEEK, counted) but not copied;
+// the program's buffer may even be null.
+long discard(int fd, Socket& s, size_t n, int flags) noexcept {
+  static thread_local char sink[64 * 1024];
+  iovec v[16];
+  int k = 0;
+  for (size_t left = n; left > 0 && k < 16; ++k) {
+    v[k] = {sink, std::min(left, sizeof sink)};
+    left -= v[k].iov_len;
+  }
+  return recv(fd, s, v, k, flags);
+}
+
+}  // namespace
+
 long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  if ((flags & MSG_TRUNC) && !(flags & MSG_OOB)) return discard(fd, s, total_of(iov, iovcnt), flags & ~MSG_TRUNC);
   if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
   const size_t total = total_of(iov, iovcnt);
   const bool peek = flags & MSG_PEEK;

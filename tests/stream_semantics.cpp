@@ -15,10 +15,12 @@
 #include <string.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <pthread.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -173,6 +175,149 @@ void send_to_closed_peer() {
 
 void on_signal(int) {}
 
+// The rest of the I/O calls: read/write, sendto/recvfrom (a connected TCP socket gives
+// no address), sendmsg/recvmsg, sendfile, SIOCINQ/SIOCOUTQ, SO_ERROR.
+void other_calls() {
+  puts("read/write, sendto/recvfrom, sendmsg/recvmsg, sendfile, ioctls, SO_ERROR");
+  Pair p;
+  char buf[64] = {};
+  show("write 3", write(p.c, "abc", 3));
+  show("read 3", read(p.s, buf, 3));
+  show("sendto with no address", sendto(p.c, "defg", 4, 0, nullptr, 0));
+  sockaddr_storage from;
+  memset(&from, 0x55, sizeof from);
+  socklen_t flen = sizeof from;
+  show("recvfrom 4", recvfrom(p.s, buf, 4, MSG_WAITALL, reinterpret_cast<sockaddr*>(&from), &flen));
+  printf("  recvfrom address length %u\n", flen);
+  iovec out[2] = {{const_cast<char*>("hi"), 2}, {const_cast<char*>("jkl"), 3}};
+  msghdr m{};
+  m.msg_iov = out;
+  m.msg_iovlen = 2;
+  show("sendmsg 5", sendmsg(p.c, &m, 0));
+  char x[2], y[8];
+  iovec in[2] = {{x, 2}, {y, 3}};
+  msghdr r{};
+  r.msg_iov = in;
+  r.msg_iovlen = 2;
+  r.msg_flags = 0x7fff;
+  show("recvmsg 5 MSG_WAITALL", recvmsg(p.s, &r, MSG_WAITALL));
+  printf("  recvmsg got %.2s|%.3s, msg_flags %d, namelen %u\n", x, y, r.msg_flags, r.msg_namelen);
+  char path[] = "/tmp/ferry-sendfile-XXXXXX";
+  int f = mkstemp(path);
+  unlink(path);
+  std::vector<char> file(200000);
+  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 13 + 1);
+  (void)!::write(f, file.data(), file.size());
+  off_t off = 1000;
+  std::thread t([&] {
+    std::vector<char> got(file.size() - 1000);
+    show("recv the file MSG_WAITALL", recv(p.s, got.data(), got.size(), MSG_WAITALL));
+    printf("  file bytes %s\n", memcmp(got.data(), file.data() + 1000, got.size()) ? "DIFFERENT" : "identical");
+  });
+  long sent = 0;
+  while (sent < static_cast<long>(file.size() - 1000)) {
+    long k = sendfile(p.c, f, &off, file.size() - 1000 - static_cast<size_t>(sent));
+    if (k <= 0) break;
+    sent += k;
+  }
+  t.join();
+  printf("  sendfile sent %ld, offset now %ld\n", sent, static_cast<long>(off));
+  close(f);
+  usleep(200000);
+  int inq = -1, outq = -1, err = -1;
+  socklen_t elen = sizeof err;
+  show("ioctl SIOCINQ", ioctl(p.s, SIOCINQ, &inq));
+  show("ioctl SIOCOUTQ", ioctl(p.c, SIOCOUTQ, &outq));
+  printf("  SIOCINQ %d, SIOCOUTQ %d\n", inq, outq);
+  show("getsockopt SO_ERROR", getsockopt(p.c, SOL_SOCKET, SO_ERROR, &err, &elen));
+  printf("  SO_ERROR %d\n", err);
+}
+
+// MSG_TRUNC on TCP discards: the count comes back, the buffer (even a null one) is not
+// written. MSG_OOB with no urgent data is EINVAL.
+void trunc_and_oob() {
+  puts("MSG_TRUNC and MSG_OOB");
+  Pair p;
+  show("send 10", send(p.c, "0123456789", 10, 0));
+  char buf[16];
+  memset(buf, 'X', sizeof buf);
+  show("recv 4 MSG_TRUNC|MSG_WAITALL", recv(p.s, buf, 4, MSG_TRUNC | MSG_WAITALL));
+  printf("  buffer %.4s\n", buf);
+  show("recv 2 MSG_TRUNC into null", recv(p.s, nullptr, 2, MSG_TRUNC | MSG_WAITALL));
+  show("recv 4 MSG_WAITALL", recv(p.s, buf, 4, MSG_WAITALL));
+  printf("  read %.4s\n", buf);
+  show("recv MSG_OOB, none sent", recv(p.s, buf, 1, MSG_OOB | MSG_DONTWAIT));
+}
+
+// SO_SNDTIMEO: a send to a peer that does not read returns what it queued (or EAGAIN);
+// non-blocking writes stop at EAGAIN with partial counts; then every byte arrives.
+void send_limits() {
+  puts("SO_SNDTIMEO, O_NONBLOCK partial writes");
+  Pair p;
+  timeval tv{0, 300000};
+  show("setsockopt SO_SNDTIMEO", setsockopt(p.c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv));
+  std::vector<char> big(64 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 31 + 7);
+  long first = send(p.c, big.data(), big.size(), 0);
+  printf("  send with a timeout returned %s\n", first > 0 && first < static_cast<long>(big.size()) ? "a partial count" : "something else");
+  show("fcntl O_NONBLOCK", fcntl(p.c, F_SETFL, fcntl(p.c, F_GETFL) | O_NONBLOCK));
+  long sent = first;
+  std::vector<char> in(big.size());
+  std::thread reader([&] {
+    size_t got = 0;
+    while (got < big.size()) {
+      long r = recv(p.s, in.data() + got, in.size() - got, 0);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    printf("  received %zu bytes, %s\n", got, got == big.size() && !memcmp(in.data(), big.data(), got) ? "identical" : "DIFFERENT");
+  });
+  while (sent < static_cast<long>(big.size())) {
+    long r = send(p.c, big.data() + sent, big.size() - static_cast<size_t>(sent), 0);
+    if (r > 0) {
+      sent += r;
+    } else if (r < 0 && errno == EAGAIN) {
+      usleep(1000);
+    } else {
+      break;
+    }
+  }
+  reader.join();
+  printf("  non-blocking writes sent %s\n", sent == static_cast<long>(big.size()) ? "everything" : "less");
+}
+
+// shutdown(SHUT_RDWR): the peer reads EOF, the socket reads EOF and cannot send.
+void shutdown_both() {
+  puts("shutdown(SHUT_RDWR)");
+  Pair p;
+  show("shutdown SHUT_RDWR", shutdown(p.c, SHUT_RDWR));
+  char buf[4];
+  show("peer recv", recv(p.s, buf, sizeof buf, 0));
+  show("recv after SHUT_RDWR", recv(p.c, buf, sizeof buf, 0));
+  show("send after SHUT_RDWR", send(p.c, "x", 1, MSG_NOSIGNAL));
+  show("shutdown 99", shutdown(p.c, 99));
+}
+
+// SIGPIPE: a send on a connection the peer closed raises it unless MSG_NOSIGNAL.
+int g_sigpipes = 0;
+void on_sigpipe(int) { ++g_sigpipes; }
+void sigpipe() {
+  puts("SIGPIPE after the peer closed");
+  Pair p;
+  signal(SIGPIPE, on_sigpipe);
+  close(p.s);
+  p.s = -1;
+  char buf[4096] = {};
+  long r = 0;
+  for (int i = 0; i < 200 && r >= 0; ++i) {
+    r = send(p.c, buf, sizeof buf, 0);
+    usleep(5000);
+  }
+  show("eventually", r);
+  printf("  SIGPIPE %s\n", g_sigpipes > 0 ? "raised" : "not raised");
+  signal(SIGPIPE, SIG_IGN);
+}
+
 // A blocking receive interrupted by a signal: restarted under SA_RESTART, EINTR without.
 void signal_during_recv(bool restart) {
   printf("signal during a blocking recv, %s\n", restart ? "SA_RESTART" : "no SA_RESTART");
@@ -287,6 +432,11 @@ int main(int argc, char** argv) {
   shutdown_read();
   close_after_burst();
   send_to_closed_peer();
+  other_calls();
+  trunc_and_oob();
+  send_limits();
+  shutdown_both();
+  sigpipe();
   signal_during_recv(true);
   signal_during_recv(false);
   signal_during_send();

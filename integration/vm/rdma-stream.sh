@@ -114,6 +114,15 @@ scenario_disabled() {
   expect client upgrades_started -eq 0
 }
 
+# An address TCP reaches but rdma_cm cannot (on lo, not on the RDMA device's netdev):
+# no route, counted, data intact.
+scenario_no_route() {
+  ip addr add 198.18.1.1/32 dev lo 2>/dev/null || true
+  pair ferry ferry 2 198.18.1.1 100000
+  expect client upgraded -eq 0
+  expect client tcp_no_route -eq 2
+}
+
 scenario_loopback() {
   pair ferry ferry 2 127.0.0.1 100000
   expect client upgrades_started -eq 0
@@ -221,7 +230,7 @@ scenario_thousand() {
   say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
 }
 
-all=(integrity_one integrity_many server_plain client_plain device_excluded disabled loopback
+all=(integrity_one integrity_many server_plain client_plain device_excluded disabled no_route loopback
   late_accept accept_too_late server_first v4_mapped forged memlock thousand)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
