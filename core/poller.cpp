@@ -173,6 +173,25 @@ bool add_fd(int fd, uint64_t tag) {
   return real.epoll_ctl(P().epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+// One clear message for each device FERRY_DEVICES names that does not exist.
+void warn_unknown_devices(ibv_device** list, int n) {
+  std::vector<rdma::DeviceChoice> choice;
+  std::string why;
+  if (!rdma::parse_devices(config().devices, choice, why)) {
+    FERRY_LOG(warn, "config", "FERRY_DEVICES: %s; no device will be used", why.c_str());
+    return;
+  }
+  std::string present;
+  for (int i = 0; i < n; ++i) present += std::string(present.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
+  for (const auto& c : choice) {
+    bool found = false;
+    for (int i = 0; i < n && !found; ++i) found = c.name == ibv_get_device_name(list[i]);
+    if (!found)
+      FERRY_LOG(warn, "config", "FERRY_DEVICES names %s, which does not exist (devices here: %s)", c.name.c_str(),
+                present.empty() ? "none" : present.c_str());
+  }
+}
+
 bool start() {
   Poller& p = P();
   p.cm.reset(rdma_create_event_channel());
@@ -182,6 +201,7 @@ bool start() {
   }
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
+  warn_unknown_devices(list, n);
   if (list) ibv_free_device_list(list);
   if (n == 0) {
     FERRY_LOG(info, "poller", "no RDMA device: every connection stays on TCP");

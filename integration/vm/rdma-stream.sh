@@ -107,6 +107,8 @@ scenario_device_excluded() {
   pair ferry "ferry FERRY_DEVICES=nosuchdev" 2 "$ip" 100000
   expect client upgraded -eq 0
   expect client tcp_device_excluded -eq 2
+  grep -q "FERRY_DEVICES names nosuchdev, which does not exist" "$out/$scenario.client.log" ||
+    fail "no message about the device that does not exist"
 }
 
 scenario_disabled() {
@@ -179,7 +181,7 @@ forge() {
   [ "$n" -eq 10 ] || fail "$n of 10 forged requests refused"
 }
 scenario_forged() {
-  PAIR_BEFORE_CLIENT=forge pair "ferry FERRY_ACCEPT_WAIT_MS=1000" ferry 1 "$ip" 1000003
+  STREAM_SETTLE=1 PAIR_BEFORE_CLIENT=forge pair "ferry FERRY_ACCEPT_WAIT_MS=1000" ferry 1 "$ip" 1000003
   expect server requests_malformed -eq 9
   expect server requests_unmatched -eq 1
   expect client upgraded -eq 1
