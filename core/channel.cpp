@@ -41,12 +41,14 @@ size_t iov_total(const iovec* iov, int iovcnt) {
 
 // Moves qp to `state` with the attributes rdma_cm holds for id (port, P_Key, path,
 // PSNs, timeouts, access rights once the peer is known).
+constexpr char kNoAttributes[] = "rdma_init_qp_attr";
+
 bool move_qp(rdma_cm_id* id, ibv_qp* qp, ibv_qp_state state, std::string& why) {
   ibv_qp_attr attr{};
   int mask = 0;
   attr.qp_state = state;
   if (rdma_init_qp_attr(id, &attr, &mask) != 0) {
-    why = std::string("rdma_init_qp_attr(") + std::to_string(state) + "): " + strerror(errno);
+    why = std::string(kNoAttributes) + "(" + std::to_string(state) + "): " + strerror(errno);
     return false;
   }
   if (int e = ibv_modify_qp(qp, &attr, mask)) {
@@ -122,6 +124,8 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   c->arm_st();
   return c;
 }
+
+bool Channel::handshake_gone(const std::string& why) { return why.rfind(kNoAttributes, 0) == 0; }
 
 bool Channel::activate(std::string& why) {
   // INIT again first: only now does rdma_cm grant the remote write access.

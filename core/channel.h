@@ -61,6 +61,10 @@ class Channel {
 
   rdma_cm_id* id() const { return id_.get(); }
   uint32_t qp_num() const { return qp_->qp_num; }
+  // Whether a failure `why` of create() or activate() means rdma_cm no longer holds the
+  // connection's attributes (the peer gave up or refused meanwhile), rather than a
+  // resource that ran out.
+  static bool handshake_gone(const std::string& why);
   // Moves the QP to RTS with what rdma_cm negotiated: on the connecting side once the
   // peer's reply arrived (then rdma_establish), on the accepting side before rdma_accept.
   bool activate(std::string& why);

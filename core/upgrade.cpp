@@ -271,6 +271,12 @@ rdma_conn_param conn_param(const Channel& ch, const void* data, uint8_t len) {
   return p;
 }
 
+// Why a channel could not be built or activated: resources, or a handshake the peer
+// abandoned meanwhile (a short-lived connection closed during its upgrade).
+std::atomic<uint64_t>& reason_of(const std::string& why) {
+  return Channel::handshake_gone(why) ? stats::g.tcp_timeout : stats::g.tcp_resources;
+}
+
 std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why) {
   std::string dwhy;
   rdma::Device* d = rdma::device_for(id->verbs, dwhy);
@@ -333,7 +339,7 @@ void connect_when_armed_st(Conn* c) {
   std::string why;
   c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
   if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
-    return fail_st(c, stats::g.tcp_resources, why.c_str());
+    return fail_st(c, reason_of(why), why.c_str());
   uint8_t hello[wire::kHelloSize];
   wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
   rdma_conn_param p = conn_param(*c->pending, hello, sizeof hello);
@@ -352,7 +358,7 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
       if (!c->pending->set_peer(w.ring, why) || !c->pending->activate(why))
-        return fail_st(c, stats::g.tcp_resources, why.c_str());
+        return fail_st(c, reason_of(why), why.c_str());
       if (rdma_establish(c->pending->id()) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_establish failed");
       return established_st(c);
     }
@@ -390,10 +396,10 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   // Our ring is no larger than the client's, which sized its staging area to it.
   uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
   c->pending = build_channel_st(c, std::move(id), ring, why);
-  if (!c->pending) return fail_st(c, stats::g.tcp_resources, why.c_str());
+  if (!c->pending) return fail_st(c, reason_of(why), why.c_str());
   if (!c->pending->set_peer(h.ring, why) || !c->pending->activate(why)) {
     rdma_reject(c->pending->id(), nullptr, 0);
-    return fail_st(c, stats::g.tcp_resources, why.c_str());
+    return fail_st(c, reason_of(why), why.c_str());
   }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
