@@ -41,7 +41,6 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
 
 // The socket behind fd when its bytes may travel over RDMA, else null.
 inline SocketRef upgraded(int fd) noexcept {
-  if (!fd_table().tracked(fd)) return nullptr;
   SocketRef s = fd_table().get(fd);
   return s && s->transport() != Transport::kernel ? s : nullptr;
 }

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "core/poller.h"
+#include "core/stats.h"
 
 #include <arpa/inet.h>
 #include <cstring>
@@ -358,7 +359,10 @@ bool Channel::progress_st() {
       }
     }
   }
-  if (changed) signal_->bump();
+  if (changed) {
+    stats::add(stats::g.cq_polls, 1);
+    signal_->bump();
+  }
   return changed;
 }
 

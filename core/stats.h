@@ -29,6 +29,7 @@ namespace ferry::stats {
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \
   X(poller_wakeups, "times the poller thread woke up")                           \
+  X(cq_polls, "completion-queue polls that found completions")                  \
   X(waits, "times a blocking call slept")                                         \
   X(ready_sleeps, "times epoll/poll/select slept watching TCP sockets ferry tracks") \
   X(bytes_tcp_sent, "bytes sent on tracked sockets through kernel TCP")          \

@@ -148,15 +148,24 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     }
     const uint32_t seen = link.signal.load();
     const bool est = link.established();
-    bool cut_known = false;
+    bool cut_known = false, from_ring = false, fin = false, dead = false;
     uint64_t cut = 0;
+    size_t ring_bytes = 0;
     if (est) {
+      // One look under the lock: news from the CQ, and the ring once TCP's part is read.
       std::lock_guard<std::mutex> lock(link.channel->mu());
-      link.channel->progress_st();
-      cut_known = link.channel->peer_cutover_known();
-      cut = link.channel->peer_cutover();
+      Channel& ch = *link.channel;
+      ch.progress_st();
+      cut_known = ch.peer_cutover_known();
+      cut = ch.peer_cutover();
+      if (cut_known && link.tcp_received >= cut) {
+        from_ring = true;
+        ring_bytes = ch.recv_st(rest.v, rest.n, peek);
+        fin = ch.peer_fin();
+        dead = ch.failed();
+      }
     }
-    if (!cut_known || link.tcp_received < cut) {
+    if (!from_ring) {
       // Bytes the peer sent on TCP before it switched.
       size_t want = total - got;
       if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
@@ -187,17 +196,9 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         continue;
       }
     } else {
-      size_t m;
-      bool fin, dead;
-      {
-        std::lock_guard<std::mutex> lock(link.channel->mu());
-        m = link.channel->recv_st(rest.v, rest.n, peek);
-        fin = link.channel->peer_fin();
-        dead = link.channel->failed();
-      }
-      if (m > 0) {
-        stats::add(stats::g.bytes_rdma_received, m);
-        got += m;
+      if (ring_bytes > 0) {
+        stats::add(stats::g.bytes_rdma_received, ring_bytes);
+        got += ring_bytes;
         if (!waitall || got == total) return static_cast<long>(got);
         continue;
       }
