@@ -116,14 +116,22 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
   if (epoll_sets().tracked(fd) && op != EPOLL_CTL_DEL) {
     if (auto inner = epoll_sets().get(fd)) inner->nested();
   }
-  if (!fd_table().tracked(fd)) return sys(real.epoll_ctl(epfd, op, fd, ev));
+  if (!fd_table().tracked(fd)) {
+    long r = sys(real.epoll_ctl(epfd, op, fd, ev));
+    if (r == 0 && op != EPOLL_CTL_MOD) {
+      if (auto set = epoll_sets().get(epfd)) set->others_changed(op == EPOLL_CTL_ADD ? 1 : -1);
+    }
+    return r;
+  }
   SocketRef s = fd_table().get(fd);
   std::shared_ptr<EpollSet> set = epoll_sets().get(epfd);
   if (!s || !set) {
     if (!s || op != EPOLL_CTL_ADD) return sys(real.epoll_ctl(epfd, op, fd, ev));
-    // An instance ferry has not seen created (inherited, or made before ferry loaded).
+    // An instance ferry has not seen created (inherited, or made before ferry loaded):
+    // what else it holds is unknown.
     set = EpollSet::create(epfd);
     if (!set) return sys(real.epoll_ctl(epfd, op, fd, ev));
+    set->others_changed(1);
     epoll_sets().set(epfd, set);
   }
   return set->ctl(epfd, op, fd, ev, s);

@@ -83,6 +83,8 @@ EpollSet::~EpollSet() {
   regs_.clear();
 }
 
+void EpollSet::others_changed(int delta) noexcept { others_.fetch_add(delta); }
+
 EpollSet::Reg* EpollSet::find(int fd, const Socket* s) {
   for (auto& r : regs_)
     if (r->fd == fd && r->key == s) return r.get();
@@ -247,10 +249,11 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
   const int64_t spin_us = config().poll_us;
   for (int round = 0;; ++round) {
     int n;
-    bool user;
+    bool user, kernel_members;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reconcile(epfd);
+      kernel_members = others_.load() != 0 || user_.load() < regs_.size();
       // Completions on an idle member's queue raise no event while nobody sleeps: every
       // look polls them, so a program kept busy by other members still sees them.
       drive_all();
@@ -273,8 +276,12 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
         sleep = false;
       }
     }
+    // The kernel's descriptors: unless user space answered and the kernel set holds
+    // nothing else to report (every registration upgraded, no other descriptor).
+    bool look_kernel = sleep || !spinning || round % kKernelEvery == 0;
+    if (n > 0 && !sleep && !kernel_members) look_kernel = false;
     int k = 0;
-    if (n < max && (sleep || !spinning || round % kKernelEvery == 0)) {
+    if (n < max && look_kernel) {
       if (sleep) stats::add(stats::g.ready_sleeps, 1);
       k = real.epoll_pwait(epfd, evs + n, max - n, sleep ? to_ms(left) : 0, mask);
       const int err = errno;

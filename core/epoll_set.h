@@ -36,6 +36,8 @@ class EpollSet {
   // The epoll instance itself is watched by another epoll set, poll or select: its
   // kernel readiness must then include the upgraded sockets' readiness.
   void nested() noexcept;
+  // epoll_ctl added (+1) or deleted (-1) a descriptor ferry does not track.
+  void others_changed(int delta) noexcept;
 
  private:
   struct Reg;
@@ -56,6 +58,10 @@ class EpollSet {
   std::vector<std::unique_ptr<Reg>> regs_;
   size_t cursor_ = 0;  // where collect() starts: every ready socket gets its turn
   std::atomic<size_t> user_{0};  // registrations in user space
+  // Registrations of descriptors ferry does not track (pipes, eventfds, other epoll
+  // sets...), counted at epoll_ctl; a closed one is not seen leaving, so this can only
+  // overstate. Unknown for an instance ferry did not see created: one, for good.
+  std::atomic<int> others_{0};
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};
   std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop
