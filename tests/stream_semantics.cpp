@@ -32,6 +32,30 @@ namespace {
 
 using namespace semantics;
 
+std::vector<char> pattern(size_t n, unsigned mul, unsigned add) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * mul + add);
+  return v;
+}
+
+// Repeats op (a send or a receive) until n bytes moved or a call returned <= 0; how many moved.
+template <class Op>
+size_t move_all(char* buf, size_t n, Op op) {
+  size_t done = 0;
+  while (done < n) {
+    long r = op(buf + done, n - done);
+    if (r <= 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+size_t send_all(int fd, const char* buf, size_t n) {
+  return move_all(const_cast<char*>(buf), n, [fd](char* b, size_t k) { return send(fd, b, k, 0); });
+}
+size_t recv_upto(int fd, char* buf, size_t n) {
+  return move_all(buf, n, [fd](char* b, size_t k) { return recv(fd, b, k, 0); });
+}
+
 void peek_then_read() {
   puts("peek then read");
   Pair p;
@@ -120,26 +144,27 @@ void shutdown_write_gives_eof() {
   show("client reads the reply", recv(p.c, buf, 2, MSG_WAITALL));
 }
 
-void shutdown_read() {
-  puts("shutdown(SHUT_RD)");
-  Pair p;
-  show("shutdown SHUT_RD", shutdown(p.s, SHUT_RD));
-  char buf[4];
-  show("recv after SHUT_RD", recv(p.s, buf, sizeof buf, 0));
+// shutdown(SHUT_RD) reads EOF; SHUT_RDWR also gives the peer EOF and forbids sending.
+void shutdowns() {
+  for (int how : {SHUT_RD, SHUT_RDWR}) {
+    printf("shutdown(%s)\n", how == SHUT_RD ? "SHUT_RD" : "SHUT_RDWR");
+    Pair p;
+    char buf[4];
+    show("shutdown", shutdown(p.c, how));
+    if (how == SHUT_RDWR) show("peer recv", recv(p.s, buf, sizeof buf, 0));
+    show("recv after it", recv(p.c, buf, sizeof buf, 0));
+    if (how == SHUT_RD) continue;
+    show("send after it", send(p.c, "x", 1, MSG_NOSIGNAL));
+    show("shutdown 99", shutdown(p.c, 99));
+  }
 }
 
 void close_after_burst() {
   puts("close after a burst: every byte, then EOF");
   Pair p;
-  std::vector<char> data(3 << 20);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
+  std::vector<char> data = pattern(3 << 20, 7, 3);
   std::thread t([&] {
-    size_t off = 0;
-    while (off < data.size()) {
-      long r = send(p.c, data.data() + off, data.size() - off, 0);
-      if (r <= 0) break;
-      off += static_cast<size_t>(r);
-    }
+    send_all(p.c, data.data(), data.size());
     close(p.c);
     p.c = -1;
   });
@@ -205,8 +230,7 @@ void other_calls() {
   char path[] = "/tmp/ferry-sendfile-XXXXXX";
   int f = mkstemp(path);
   unlink(path);
-  std::vector<char> file(200000);
-  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 13 + 1);
+  std::vector<char> file = pattern(200000, 13, 1);
   (void)!::write(f, file.data(), file.size());
   off_t off = 1000;
   std::thread t([&] {
@@ -256,20 +280,14 @@ void send_limits() {
   Pair p;
   timeval tv{0, 300000};
   show("setsockopt SO_SNDTIMEO", setsockopt(p.c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv));
-  std::vector<char> big(64 << 20);
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 31 + 7);
+  std::vector<char> big = pattern(64 << 20, 31, 7);
   long first = send(p.c, big.data(), big.size(), 0);
   printf("  send with a timeout returned %s\n", first > 0 && first < static_cast<long>(big.size()) ? "a partial count" : "something else");
   show("fcntl O_NONBLOCK", fcntl(p.c, F_SETFL, fcntl(p.c, F_GETFL) | O_NONBLOCK));
   long sent = first;
   std::vector<char> in(big.size());
   std::thread reader([&] {
-    size_t got = 0;
-    while (got < big.size()) {
-      long r = recv(p.s, in.data() + got, in.size() - got, 0);
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
+    size_t got = recv_upto(p.s, in.data(), in.size());
     printf("  received %zu bytes, %s\n", got, got == big.size() && !memcmp(in.data(), big.data(), got) ? "identical" : "DIFFERENT");
   });
   while (sent < static_cast<long>(big.size())) {
@@ -284,18 +302,6 @@ void send_limits() {
   }
   reader.join();
   printf("  non-blocking writes sent %s\n", sent == static_cast<long>(big.size()) ? "everything" : "less");
-}
-
-// shutdown(SHUT_RDWR): the peer reads EOF, the socket reads EOF and cannot send.
-void shutdown_both() {
-  puts("shutdown(SHUT_RDWR)");
-  Pair p;
-  show("shutdown SHUT_RDWR", shutdown(p.c, SHUT_RDWR));
-  char buf[4];
-  show("peer recv", recv(p.s, buf, sizeof buf, 0));
-  show("recv after SHUT_RDWR", recv(p.c, buf, sizeof buf, 0));
-  show("send after SHUT_RDWR", send(p.c, "x", 1, MSG_NOSIGNAL));
-  show("shutdown 99", shutdown(p.c, 99));
 }
 
 // SIGPIPE: a send on a connection the peer closed raises it unless MSG_NOSIGNAL.
@@ -429,13 +435,12 @@ int main(int argc, char** argv) {
   receive_timeout();
   vectors();
   shutdown_write_gives_eof();
-  shutdown_read();
+  shutdowns();
   close_after_burst();
   send_to_closed_peer();
   other_calls();
   trunc_and_oob();
   send_limits();
-  shutdown_both();
   sigpipe();
   signal_during_recv(true);
   signal_during_recv(false);
