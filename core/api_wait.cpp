@@ -131,7 +131,7 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
     // what else it holds is unknown.
     set = EpollSet::create(epfd);
     if (!set) return sys(real.epoll_ctl(epfd, op, fd, ev));
-    set->others_changed(1);
+    set->others_unknown();
     epoll_sets().set(epfd, set);
   }
   return set->ctl(epfd, op, fd, ev, s);

@@ -38,6 +38,8 @@ class EpollSet {
   void nested() noexcept;
   // epoll_ctl added (+1) or deleted (-1) a descriptor ferry does not track.
   void others_changed(int delta) noexcept;
+  // The instance existed before ferry saw it: what else it holds is unknown, for good.
+  void others_unknown() noexcept { others_unknown_.store(true); }
 
  private:
   struct Reg;
@@ -60,8 +62,9 @@ class EpollSet {
   std::atomic<size_t> user_{0};  // registrations in user space
   // Registrations of descriptors ferry does not track (pipes, eventfds, other epoll
   // sets...), counted at epoll_ctl; a closed one is not seen leaving, so this can only
-  // overstate. Unknown for an instance ferry did not see created: one, for good.
+  // overstate (any value but 0 means "look at the kernel").
   std::atomic<int> others_{0};
+  std::atomic<bool> others_unknown_{false};
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};
   std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop
