@@ -106,16 +106,22 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
 namespace {
 
 // MSG_TRUNC on TCP: the bytes are taken (or, with MSG_PEEK, counted) but not copied;
-// the program's buffer may even be null.
+// the program's buffer may even be null. Up to 1 MiB per look; MSG_WAITALL looks again.
 long discard(int fd, Socket& s, size_t n, int flags) noexcept {
   static thread_local char sink[64 * 1024];
-  iovec v[16];
-  int k = 0;
-  for (size_t left = n; left > 0 && k < 16; ++k) {
-    v[k] = {sink, std::min(left, sizeof sink)};
-    left -= v[k].iov_len;
-  }
-  return recv(fd, s, v, k, flags);
+  size_t done = 0;
+  do {
+    iovec v[16];
+    int k = 0;
+    for (size_t left = n - done; left > 0 && k < 16; ++k) {
+      v[k] = {sink, std::min(left, sizeof sink)};
+      left -= v[k].iov_len;
+    }
+    long r = recv(fd, s, v, k, flags);
+    if (r <= 0) return done ? static_cast<long>(done) : r;
+    done += static_cast<size_t>(r);
+  } while (done < n && (flags & MSG_WAITALL) && !(flags & MSG_PEEK));
+  return static_cast<long>(done);
 }
 
 }  // namespace

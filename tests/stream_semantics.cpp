@@ -271,6 +271,10 @@ void trunc_and_oob() {
   show("recv 4 MSG_WAITALL", recv(p.s, buf, 4, MSG_WAITALL));
   printf("  read %.4s\n", buf);
   show("recv MSG_OOB, none sent", recv(p.s, buf, 1, MSG_OOB | MSG_DONTWAIT));
+  std::vector<char> big = pattern(3 << 20, 5, 1);
+  std::thread t([&] { send_all(p.c, big.data(), big.size()); });
+  show("recv 3 MiB MSG_TRUNC|MSG_WAITALL into null", recv(p.s, nullptr, big.size(), MSG_TRUNC | MSG_WAITALL));
+  t.join();
 }
 
 // SO_SNDTIMEO: a send to a peer that does not read returns what it queued (or EAGAIN);
