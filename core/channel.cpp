@@ -116,8 +116,10 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   if (!move_qp(id.get(), c->qp_.get(), IBV_QPS_INIT, why)) return nullptr;
   c->max_inline_ = attr.cap.max_inline_data;
   c->id_ = std::move(id);
+  static_assert(kRecvSlots % kRepostBatch == 0);
   for (int i = 0; i < kRecvSlots; ++i) {
-    if (!c->post_recv_st(i)) {
+    c->repost_[c->repost_n_++] = i;
+    if (c->repost_n_ == kRepostBatch && !c->flush_reposts_st()) {
       why = std::string("ibv_post_recv: ") + strerror(errno);
       return nullptr;
     }
@@ -176,14 +178,28 @@ uint64_t Channel::registered_bytes() const {
   return rx_size_ + (tx_mr_ ? tx_mr_->length : 0) + kRecvSlots * kSlot + kSendDepth * kSlot;
 }
 
-bool Channel::post_recv_st(int slot) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(ctl_recv_buf_.get() + slot * kSlot), kSlot, ctl_recv_mr_->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = kRecvTag | static_cast<uint64_t>(slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+// Receive requests go back to the queue in batches: one call for many is far cheaper
+// than one each, and the few held back never starve the peer (see kRepostBatch).
+void Channel::repost_st(int slot) {
+  repost_[repost_n_++] = slot;
+  if (repost_n_ == kRepostBatch && !flush_reposts_st()) fail_st("ibv_post_recv failed");
+}
+
+bool Channel::flush_reposts_st() {
+  ibv_sge sge[kRepostBatch];
+  ibv_recv_wr wr[kRepostBatch];
+  for (int i = 0; i < repost_n_; ++i) {
+    int slot = repost_[i];
+    sge[i] = {reinterpret_cast<uint64_t>(ctl_recv_buf_.get() + slot * kSlot), kSlot, ctl_recv_mr_->lkey};
+    wr[i].wr_id = kRecvTag | static_cast<uint64_t>(slot);
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].next = i + 1 < repost_n_ ? &wr[i + 1] : nullptr;
+  }
+  const int n = repost_n_;
+  repost_n_ = 0;
   ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(qp_.get(), &wr, &bad) == 0;
+  return n == 0 || ibv_post_recv(qp_.get(), wr, &bad) == 0;
 }
 
 // Send-queue room for `wrs` more work requests, polling completions while it is full.
@@ -206,8 +222,9 @@ uint32_t Channel::signal_flag_st(int wrs) {
 bool Channel::post_write_st(const ring::Span& span) {
   if (!reserve_sq_st(span.count)) return false;
   ibv_sge sge[2];
-  ibv_send_wr wr[2]{};
+  ibv_send_wr wr[2];
   for (int i = 0; i < span.count; ++i) {
+    wr[i] = {};
     sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + span.part[i].offset),
               static_cast<uint32_t>(span.part[i].length), tx_mr_->lkey};
     wr[i].sg_list = &sge[i];
@@ -351,7 +368,7 @@ bool Channel::progress_st() {
             fail_st("malformed control message");
           }
         }
-        if (!post_recv_st(slot)) fail_st("ibv_post_recv failed");
+        repost_st(slot);
         changed = true;
       } else {
         sq_outstanding_ -= static_cast<int>(w.wr_id);

@@ -15,6 +15,7 @@
 // thread about to sleep arms it itself (prepare_sleep_st).
 #pragma once
 
+#include "core/lock.h"
 #include "core/rdma.h"
 #include "core/ring.h"
 #include "core/wait.h"
@@ -48,7 +49,10 @@ class Channel {
   // A receiver returns its consumer cursor at least this often (in writes landed), so a
   // peer whose reader keeps up never finds its write window full.
   static constexpr uint32_t kCreditEveryWrites = kWriteWindow / 4;
-  static_assert(kWriteWindow + 32 <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
+  // Receive requests whose completions were taken go back in batches of this many, so
+  // up to kRepostBatch - 1 are off the queue at any time.
+  static constexpr int kRepostBatch = 16;
+  static_assert(kWriteWindow + 32 + kRepostBatch <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
 
   // Builds the QP (in INIT, receive requests posted) and the local ring on `id` (route
   // resolved, or a connect request), taking ownership of id. The QP is ferry's own, on
@@ -76,7 +80,7 @@ class Channel {
   bool set_peer(const wire::RingRef& peer, std::string& why);
   uint64_t registered_bytes() const;
 
-  std::mutex& mu() { return mu_; }
+  Lock& mu() { return mu_; }
   Signal& signal() { return *signal_; }
   ibv_cq* cq() const { return cq_.get(); }
   // Send requests posted and not yet completed; 0 means everything reached the peer.
@@ -89,6 +93,12 @@ class Channel {
   size_t send_st(const iovec* iov, int iovcnt, size_t max);
   // Copies up to the iov's size from the ring; `peek` leaves the bytes in place.
   size_t recv_st(const iovec* iov, int iovcnt, bool peek);
+  // Whether send_st would take all n bytes as things stand, so that a writer need not
+  // poll the CQ first (polling only frees room and brings news; the receive side and the
+  // poller take care of the news).
+  bool fits_st(size_t n) const {
+    return peer_known_ && tx_.space() >= n && writes_in_flight_st() < kWriteWindow && sq_outstanding_ + 2 <= kSendDepth;
+  }
   size_t readable_st() const { return rx_.readable(); }
   size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
@@ -132,7 +142,8 @@ class Channel {
 
  private:
   Channel() = default;
-  bool post_recv_st(int slot);
+  void repost_st(int slot);
+  bool flush_reposts_st();
   bool post_write_st(const ring::Span& span);
   bool reserve_sq_st(int wrs);
   uint32_t signal_flag_st(int wrs);
@@ -142,7 +153,7 @@ class Channel {
   void arm_st();
   void give_credit_st();
 
-  std::mutex mu_;
+  Lock mu_;
   Signal own_signal_;
   Signal* signal_ = &own_signal_;
   rdma::Device* device_ = nullptr;
@@ -163,6 +174,8 @@ class Channel {
   int sq_outstanding_ = 0;
   int unsignaled_ = 0;
   int ctl_next_ = 0;
+  int repost_[kRepostBatch] = {};
+  int repost_n_ = 0;
   bool peer_blocked_ = false;
   uint64_t blocked_sent_at_ = ~uint64_t{0};
   bool peer_cutover_known_ = false;

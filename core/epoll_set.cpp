@@ -16,6 +16,11 @@ constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
 // How many spinning rounds pass between looks at the kernel's descriptors.
 constexpr int kKernelEvery = 16;
+// While upgraded sockets keep answering, the kernel's descriptors are looked at no more
+// often than this: a system call in every call would make up much of a busy server's
+// cost per message. Their events wait at most this long and none is lost (level-
+// triggered ones stay ready, edge-triggered ones stay queued in the kernel).
+constexpr int64_t kKernelLookUs = 100;
 
 // What the kernel set holds for an upgraded socket: the program's flags (so the kernel
 // validates them exactly as it would have) and no interest in any event.
@@ -260,7 +265,7 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       n = collect(evs, max);
       user = user_ > 0;
     }
-    const int64_t elapsed = now_us() - start;
+    const int64_t now = now_us(), elapsed = now - start;
     const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
     const bool spinning = n == 0 && left != 0 && user && elapsed < spin_us;
     bool sleep = n == 0 && left != 0 && !spinning;
@@ -279,10 +284,12 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
     // The kernel's descriptors: unless user space answered and the kernel set holds
     // nothing else to report (every registration upgraded, no other descriptor).
     bool look_kernel = sleep || !spinning || round % kKernelEvery == 0;
-    if (n > 0 && !sleep && !kernel_members) look_kernel = false;
+    if (n > 0 && !sleep && (!kernel_members || now - kernel_looked_us_.load(std::memory_order_relaxed) < kKernelLookUs))
+      look_kernel = false;
     int k = 0;
     if (n < max && look_kernel) {
       if (sleep) stats::add(stats::g.ready_sleeps, 1);
+      kernel_looked_us_.store(now, std::memory_order_relaxed);
       k = real.epoll_pwait(epfd, evs + n, max - n, sleep ? to_ms(left) : 0, mask);
       const int err = errno;
       if (sleep) kicker_.disarm();

@@ -11,6 +11,7 @@
 #include "core/readiness.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 
 #include <memory>
@@ -65,6 +66,7 @@ class EpollSet {
   // overstate (any value but 0 means "look at the kernel").
   std::atomic<int> others_{0};
   std::atomic<bool> others_unknown_{false};
+  std::atomic<int64_t> kernel_looked_us_{INT64_MIN / 2};  // when wait() last asked the kernel
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};
   std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop

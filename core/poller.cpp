@@ -82,7 +82,7 @@ void recheck_unarmed_st() {
   for (auto it = P().unarmed.begin(); it != P().unarmed.end();) {
     bool again;
     {
-      std::lock_guard<std::mutex> lock((*it)->mu());
+      std::lock_guard<Lock> lock((*it)->mu());
       again = (*it)->recheck_st();
     }
     it = again ? std::next(it) : P().unarmed.erase(it);
@@ -98,7 +98,7 @@ void handle_device_st(rdma::Device* d) {
     auto* ch = static_cast<Channel*>(ctx);
     bool unarmed;
     {
-      std::lock_guard<std::mutex> lock(ch->mu());
+      std::lock_guard<Lock> lock(ch->mu());
       unarmed = ch->on_notified_st();
     }
     if (unarmed) P().unarmed.insert(ch);

@@ -37,7 +37,7 @@ State of(int fd, Link& link) noexcept {
   size_t readable;
   bool writable, fin, dead, tcp_pending, left_unread;
   {
-    std::lock_guard<std::mutex> lock(ch.mu());
+    std::lock_guard<Lock> lock(ch.mu());
     readable = ch.readable_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();
@@ -75,13 +75,13 @@ State of(int fd, Link& link) noexcept {
 
 bool drive(Link& link) noexcept {
   if (!link.established() || link.inherited) return false;
-  std::unique_lock<std::mutex> lock(link.channel->mu(), std::try_to_lock);
+  std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
   return lock.owns_lock() && link.channel->progress_st();
 }
 
 void prepare_sleep(Link& link) noexcept {
   if (!link.established() || link.inherited) return;
-  std::lock_guard<std::mutex> lock(link.channel->mu());
+  std::lock_guard<Lock> lock(link.channel->mu());
   link.channel->prepare_sleep_st();
 }
 

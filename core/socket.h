@@ -2,6 +2,8 @@
 // dup() made from it shares this object).
 #pragma once
 
+#include "core/lock.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -61,9 +63,9 @@ class Socket {
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;
   // Serializes sends (kernel and RDMA) and the send-side cutover.
-  std::mutex tx_mu;
+  Lock tx_mu;
   // Serializes receives while the socket is upgrading or upgraded.
-  std::mutex rx_mu;
+  Lock rx_mu;
 
  private:
   const int family_;

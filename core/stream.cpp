@@ -73,7 +73,7 @@ long tcp_verdict(int fd, Link& link, size_t done) {
   char c;
   long r = real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
   if (r == 0) {
-    std::lock_guard<std::mutex> lock(link.channel->mu());
+    std::lock_guard<Lock> lock(link.channel->mu());
     if (!link.channel->peer_left_unread_st()) return static_cast<long>(done);
     return broken(done, ECONNRESET);
   }
@@ -92,7 +92,7 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
     char c;
     if (real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0 && !link.established()) return 0;
     if (link.established()) {
-      std::lock_guard<std::mutex> lock(link.channel->mu());
+      std::lock_guard<Lock> lock(link.channel->mu());
       if (link.channel->peer_fin() || link.channel->failed()) return 0;
     }
     if (nonblock) return -EAGAIN;
@@ -134,7 +134,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   const bool waitall = (flags & MSG_WAITALL) && !peek;
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
-  std::lock_guard<std::mutex> rx(s.rx_mu);
+  std::lock_guard<Lock> rx(s.rx_mu);
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
   if (link.rd_shut) return 0;
@@ -159,9 +159,11 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     size_t ring_bytes = 0;
     if (est) {
       // One look under the lock: news from the CQ, and the ring once TCP's part is read.
-      std::lock_guard<std::mutex> lock(link.channel->mu());
+      std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      ch.progress_st();
+      // Bytes already landed need no poll (a wait that ended has just polled): whatever
+      // came before them on the queue pair, the cutover among it, was taken too.
+      if (ch.readable_st() == 0) ch.progress_st();
       cut_known = ch.peer_cutover_known();
       cut = ch.peer_cutover();
       if (cut_known && link.tcp_received >= cut) {
@@ -222,7 +224,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
-  std::lock_guard<std::mutex> tx(s.tx_mu);
+  std::lock_guard<Lock> tx(s.tx_mu);
   Link& link = *s.link;
   if (!link.established() || s.transport() == Transport::kernel) {
     msghdr m{};
@@ -240,7 +242,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   Channel& ch = *link.channel;
   if (link.fin_sent) return epipe(0, flags);
   if (!link.tx_cut) {
-    std::lock_guard<std::mutex> lock(ch.mu());
+    std::lock_guard<Lock> lock(ch.mu());
     if (!ch.post_control_st(wire::Op::cutover, link.tcp_sent)) return epipe(0, flags);
     link.tx_cut = true;
   }
@@ -251,8 +253,8 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     size_t k;
     bool dead;
     {
-      std::lock_guard<std::mutex> lock(ch.mu());
-      ch.progress_st();
+      std::lock_guard<Lock> lock(ch.mu());
+      if (!ch.fits_st(total - sent)) ch.progress_st();
       dead = ch.failed() || link.peer_gone.load();
       Slice rest(iov, iovcnt, sent, total - sent);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
@@ -273,12 +275,12 @@ long shutdown(int fd, Socket& s, int how) noexcept {
   Link& link = *s.link;
   if (!link.established() || s.transport() == Transport::kernel) return api::sys(real.shutdown(fd, how));
   if (how != SHUT_WR) {
-    std::lock_guard<std::mutex> rx(s.rx_mu);
+    std::lock_guard<Lock> rx(s.rx_mu);
     link.rd_shut = true;
   }
   if (how != SHUT_RD) {
-    std::lock_guard<std::mutex> tx(s.tx_mu);
-    std::lock_guard<std::mutex> lock(link.channel->mu());
+    std::lock_guard<Lock> tx(s.tx_mu);
+    std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
     if (!link.tx_cut && ch.post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
     if (!link.fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link.fin_sent = true;
@@ -292,7 +294,7 @@ long readable(int fd, Socket& s) noexcept {
   if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
   Link& link = *s.link;
   if (!link.established()) return tcp;
-  std::lock_guard<std::mutex> lock(link.channel->mu());
+  std::lock_guard<Lock> lock(link.channel->mu());
   link.channel->progress_st();
   return tcp + static_cast<long>(link.channel->readable_st());
 }

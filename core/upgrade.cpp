@@ -240,9 +240,9 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
 // The send side switches to RDMA now if no send is in progress; otherwise the next
 // send does it.
 void try_cutover_st(Link& link, Socket& s) {
-  std::unique_lock<std::mutex> tx(s.tx_mu, std::try_to_lock);
+  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
   if (!tx.owns_lock() || link.tx_cut) return;
-  std::lock_guard<std::mutex> lock(link.channel->mu());
+  std::lock_guard<Lock> lock(link.channel->mu());
   if (link.channel->post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
 }
 
@@ -499,7 +499,7 @@ void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
   if (link->channel) {
     bool drained;
     {
-      std::lock_guard<std::mutex> lock(link->channel->mu());
+      std::lock_guard<Lock> lock(link->channel->mu());
       link->channel->progress_st();
       drained = link->channel->failed() || link->channel->sq_outstanding_st() == 0;
     }
@@ -625,8 +625,8 @@ void release(Socket& s) noexcept {
   std::shared_ptr<Link> link = s.link;
   if (!link || link->inherited) return;  // a forked child's copy: the parent's business
   if (link->established()) {
-    std::lock_guard<std::mutex> tx(s.tx_mu);
-    std::lock_guard<std::mutex> lock(link->channel->mu());
+    std::lock_guard<Lock> tx(s.tx_mu);
+    std::lock_guard<Lock> lock(link->channel->mu());
     Channel& ch = *link->channel;
     if (!link->tx_cut && ch.post_control_st(wire::Op::cutover, link->tcp_sent)) link->tx_cut = true;
     if (!link->fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link->fin_sent = true;

@@ -118,7 +118,7 @@ void stream(Channel& c, uint64_t total, uint64_t seed, uint64_t peer_seed, std::
   std::vector<uint8_t> out(200000), in(150000);
   uint64_t sent = 0, got = 0;
   while ((sent < total || got < total) && ok) {
-    std::lock_guard<std::mutex> lock(c.mu());
+    std::lock_guard<Lock> lock(c.mu());
     c.progress_st();
     if (c.failed()) {
       ADD_FAILURE() << c.error();
@@ -168,7 +168,7 @@ TEST(Transport, ControlMessagesArriveInOrderWithData) {
   char msg[3000];
   memset(msg, 'x', sizeof msg);
   {
-    std::lock_guard<std::mutex> lock(p.client->mu());
+    std::lock_guard<Lock> lock(p.client->mu());
     ASSERT_TRUE(p.client->post_control_st(wire::Op::cutover, 42));
     iovec v{msg, sizeof msg};
     ASSERT_EQ(p.client->send_st(&v, 1, sizeof msg), sizeof msg);
@@ -176,11 +176,11 @@ TEST(Transport, ControlMessagesArriveInOrderWithData) {
     ASSERT_TRUE(p.client->post_control_st(wire::Op::fin, 4096));
   }
   for (int i = 0; i < 100000; ++i) {
-    std::lock_guard<std::mutex> lock(p.server->mu());
+    std::lock_guard<Lock> lock(p.server->mu());
     p.server->progress_st();
     if (p.server->peer_fin()) break;
   }
-  std::lock_guard<std::mutex> lock(p.server->mu());
+  std::lock_guard<Lock> lock(p.server->mu());
   EXPECT_TRUE(p.server->peer_cutover_known());
   EXPECT_EQ(p.server->peer_cutover(), 42u);
   EXPECT_TRUE(p.server->peer_fin());
