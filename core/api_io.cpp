@@ -39,11 +39,15 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
   }
 }
 
-// The socket behind fd when its bytes may travel over RDMA, else null.
-inline SocketRef upgraded(int fd) noexcept {
-  SocketRef s = fd_table().get(fd);
-  return s && s->transport() != Transport::kernel ? s : nullptr;
-}
+// The socket behind fd, borrowed for this call, when its bytes may travel over RDMA.
+struct Upgraded : FdTable::Borrowed {
+  explicit Upgraded(int fd) noexcept {
+    fd_table().borrow(fd, *this);
+    on_rdma = get() && get()->transport() != Transport::kernel;
+  }
+  explicit operator bool() const { return on_rdma; }
+  bool on_rdma = false;
+};
 
 long upgraded_recvmsg(int fd, Socket& s, msghdr* msg, int flags) noexcept {
   if (!msg) return -EFAULT;
@@ -64,7 +68,7 @@ long upgraded_sendmsg(int fd, Socket& s, const msghdr* msg, int flags) noexcept 
 }  // namespace
 
 long read(int fd, void* buf, size_t n) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{buf, n};
     return stream::recv(fd, *s, &v, 1, 0);
   }
@@ -72,7 +76,7 @@ long read(int fd, void* buf, size_t n) noexcept {
 }
 
 long readv(int fd, const iovec* iov, int iovcnt) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
     return stream::recv(fd, *s, iov, iovcnt, 0);
   }
@@ -80,7 +84,7 @@ long readv(int fd, const iovec* iov, int iovcnt) noexcept {
 }
 
 long recv(int fd, void* buf, size_t n, int flags) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{buf, n};
     return stream::recv(fd, *s, &v, 1, flags);
   }
@@ -88,7 +92,7 @@ long recv(int fd, void* buf, size_t n, int flags) noexcept {
 }
 
 long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{buf, n};
     long r = stream::recv(fd, *s, &v, 1, flags);
     if (r >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
@@ -98,14 +102,14 @@ long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t*
 }
 
 long recvmsg(int fd, msghdr* msg, int flags) noexcept {
-  if (SocketRef s = upgraded(fd)) return upgraded_recvmsg(fd, *s, msg, flags);
+  if (Upgraded s{fd}; s) return upgraded_recvmsg(fd, *s, msg, flags);
   long r = sys(real.recvmsg(fd, msg, flags));
   if (r >= 0) adopt_passed_fds(msg);
   return rx(fd, r);
 }
 
 long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     unsigned i = 0;
     for (; i < n; ++i) {
       long r = upgraded_recvmsg(fd, *s, &vec[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
@@ -127,7 +131,7 @@ long write(int fd, const void* buf, size_t n) noexcept {
   // Most writes are to files, pipes and devices (a verbs provider's doorbell among
   // them): one look at the table sends them on their way.
   if (!fd_table().tracked(fd)) return sys(real.write(fd, buf, n));
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, 0);
   }
@@ -135,7 +139,7 @@ long write(int fd, const void* buf, size_t n) noexcept {
 }
 
 long writev(int fd, const iovec* iov, int iovcnt) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
     return stream::send(fd, *s, iov, iovcnt, 0);
   }
@@ -143,7 +147,7 @@ long writev(int fd, const iovec* iov, int iovcnt) noexcept {
 }
 
 long send(int fd, const void* buf, size_t n, int flags) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, flags);
   }
@@ -151,7 +155,7 @@ long send(int fd, const void* buf, size_t n, int flags) noexcept {
 }
 
 long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, flags);
   }
@@ -159,12 +163,12 @@ long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, so
 }
 
 long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
-  if (SocketRef s = upgraded(fd)) return upgraded_sendmsg(fd, *s, msg, flags);
+  if (Upgraded s{fd}; s) return upgraded_sendmsg(fd, *s, msg, flags);
   return tx(fd, sys(real.sendmsg(fd, msg, flags)));
 }
 
 long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
-  if (SocketRef s = upgraded(fd)) {
+  if (Upgraded s{fd}; s) {
     unsigned i = 0;
     for (; i < n; ++i) {
       long r = upgraded_sendmsg(fd, *s, &vec[i].msg_hdr, flags);
@@ -179,7 +183,7 @@ long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
 }
 
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
-  if (SocketRef s = upgraded(out_fd)) {
+  if (Upgraded s{out_fd}; s) {
     // Read the file here and send it like a write.
     char buf[65536];
     size_t done = 0;

@@ -1,5 +1,7 @@
 #include "core/api.h"
 
+#include "core/hazard.h"
+
 #include "core/poller.h"
 #include "core/rdma.h"
 #include "core/runtime.h"
@@ -15,6 +17,7 @@ long fork() noexcept {
   long pid = sys(real.fork());
   if (pid != 0) poller::release_after_fork(held);
   if (pid == 0) {
+    hazard::after_fork_child();
     poller::after_fork_child();
     rdma::after_fork_child();
     upgrade::after_fork_child();

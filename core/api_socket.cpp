@@ -52,7 +52,7 @@ int64_t timeval_us(const void* val, socklen_t len) {
 long socket(int domain, int type, int protocol) noexcept {
   long fd = sys(real.socket(domain, type, protocol));
   if (fd >= 0 && config().enable && is_tcp(domain, type, protocol)) {
-    auto s = std::make_shared<Socket>(domain, Role::fresh);
+    auto s = make_socket(domain, Role::fresh);
     s->nonblocking.store((type & SOCK_NONBLOCK) != 0);
     track(static_cast<int>(fd), std::move(s));
   }
@@ -77,7 +77,7 @@ namespace {
 long accepted(int listener, long fd, int flags) {
   if (fd < 0) return fd;
   if (SocketRef l = fd_table().get(listener)) {
-    auto s = std::make_shared<Socket>(l->family(), Role::passive);
+    auto s = make_socket(l->family(), Role::passive);
     s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
     track(static_cast<int>(fd), s);
     stats::add(stats::g.connections_passive, 1);

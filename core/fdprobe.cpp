@@ -40,7 +40,7 @@ SocketRef probe_fd(int fd) noexcept {
     // Whether it was accepted or connected is not recoverable; both are connections.
     if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) role = Role::active;
   }
-  auto s = std::make_shared<Socket>(domain, role);
+  auto s = make_socket(domain, role);
   int fl = real.fcntl(fd, F_GETFL);
   s->nonblocking.store(fl >= 0 && (fl & O_NONBLOCK));
   int nodelay = 0;

@@ -3,6 +3,7 @@
 // RLIMIT_NOFILE and there is no fd ceiling below INT_MAX.
 #pragma once
 
+#include "core/hazard.h"
 #include "core/socket.h"
 
 #include <atomic>
@@ -18,6 +19,31 @@ class FdMap {
  public:
   using Ref = std::shared_ptr<T>;
 
+  // The object behind an fd for the length of one call, without touching its reference
+  // count: it is announced as in use (see hazard.h), so it outlives the borrow even if
+  // the fd is closed meanwhile. Objects borrowed this way must be destroyed through
+  // hazard::retire (see make_socket). With no announcement free, holds a reference.
+  class Borrowed {
+   public:
+    Borrowed() = default;
+    Borrowed(const Borrowed&) = delete;
+    Borrowed& operator=(const Borrowed&) = delete;
+    ~Borrowed() {
+      if (p_ && record_) hazard::release(record_, index_);
+    }
+    explicit operator bool() const { return p_ != nullptr; }
+    T* get() const { return p_; }
+    T* operator->() const { return p_; }
+    T& operator*() const { return *p_; }
+
+   private:
+    friend class FdMap;
+    T* p_ = nullptr;
+    hazard::Record* record_ = nullptr;
+    int index_ = 0;
+    Ref ref_;
+  };
+
   FdMap() = default;
   ~FdMap();
   FdMap(const FdMap&) = delete;
@@ -28,6 +54,19 @@ class FdMap {
     const Slot* s = find(fd);
     if (!s || !s->present.load(std::memory_order_acquire)) return nullptr;
     return s->socket.load(std::memory_order_acquire);
+  }
+  // The object behind fd for the length of a call, or empty when fd is not tracked.
+  // Cheaper than get() (no atomic read-modify-write on the object's count): for the
+  // data path.
+  void borrow(int fd, Borrowed& b) const noexcept {
+    const Slot* s = find(fd);
+    if (!s) return;
+    hazard::Record* r = hazard::mine();
+    if (!r || r->depth >= hazard::kDepth) {
+      if ((b.ref_ = get(fd))) b.p_ = b.ref_.get();
+      return;
+    }
+    if ((b.p_ = hazard::protect(s->raw, r, b.index_))) b.record_ = r;
   }
   // True when fd is tracked; cheaper than get() when the object is not needed.
   bool tracked(int fd) const noexcept {
@@ -55,6 +94,7 @@ class FdMap {
   struct Slot {
     std::atomic<bool> present{false};
     std::atomic<Ref> socket;
+    std::atomic<T*> raw{nullptr};  // what socket holds, for borrow()
   };
   struct Leaf {
     Slot slots[kLeaf];
@@ -133,6 +173,8 @@ bool FdMap<T>::set(int fd, Ref s) noexcept {
   Slot* slot = find_or_grow(fd);
   if (!slot) return false;
   bool had = slot->present.exchange(false, std::memory_order_acq_rel);
+  // raw first: a borrower must never find the slot's old object after its reference went.
+  slot->raw.store(s.get(), std::memory_order_seq_cst);
   slot->socket.store(std::move(s), std::memory_order_release);
   slot->present.store(true, std::memory_order_release);
   if (!had) size_.fetch_add(1, std::memory_order_relaxed);
@@ -144,6 +186,7 @@ typename FdMap<T>::Ref FdMap<T>::take(int fd) noexcept {
   Slot* slot = const_cast<Slot*>(find(fd));
   if (!slot || !slot->present.exchange(false, std::memory_order_acq_rel)) return nullptr;
   size_.fetch_sub(1, std::memory_order_relaxed);
+  slot->raw.store(nullptr, std::memory_order_seq_cst);
   return slot->socket.exchange(nullptr, std::memory_order_acq_rel);
 }
 

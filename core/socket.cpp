@@ -1,5 +1,6 @@
 #include "core/socket.h"
 
+#include "core/hazard.h"
 #include "core/upgrade.h"
 
 namespace ferry {
@@ -33,6 +34,11 @@ constexpr bool legal(Transport from, Transport to) {
          (from == T::rdma && (to == T::kernel || to == T::closing));
 }
 }  // namespace
+
+SocketRef make_socket(int family, Role role) {
+  return SocketRef(new Socket(family, role),
+                   [](Socket* s) { hazard::retire(s, [](void* p) { delete static_cast<Socket*>(p); }); });
+}
 
 Socket::~Socket() {
   if (link || role() == Role::listener) upgrade::release(*this);

@@ -75,4 +75,8 @@ class Socket {
 
 using SocketRef = std::shared_ptr<Socket>;
 
+// A new Socket, destroyed through hazard::retire (the fd table's data path borrows
+// sockets without counting references; see FdMap::borrow).
+SocketRef make_socket(int family, Role role);
+
 }  // namespace ferry

@@ -23,11 +23,18 @@ size_t total_of(const iovec* iov, int iovcnt) {
   return t;
 }
 
-// The part of iov that starts `skip` bytes in and holds at most `max` bytes.
+// The part of iov (of `total` bytes) that starts `skip` bytes in and holds at most
+// `max` bytes. The whole of a short list is used in place.
 struct Slice {
-  iovec v[64];
+  const iovec* v;
   int n = 0;
-  Slice(const iovec* iov, int iovcnt, size_t skip, size_t max) {
+  iovec own[64];
+  Slice(const iovec* iov, int iovcnt, size_t skip, size_t max, size_t total) : v(own) {
+    if (skip == 0 && max == total && iovcnt <= 64) {
+      v = iov;
+      n = iovcnt;
+      return;
+    }
     for (int i = 0; i < iovcnt && max > 0 && n < 64; ++i) {
       size_t len = iov[i].iov_len;
       if (skip >= len) {
@@ -35,7 +42,7 @@ struct Slice {
         continue;
       }
       size_t take = std::min(len - skip, max);
-      v[n++] = {static_cast<char*>(iov[i].iov_base) + skip, take};
+      own[n++] = {static_cast<char*>(iov[i].iov_base) + skip, take};
       max -= take;
       skip = 0;
     }
@@ -141,12 +148,12 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   if (total == 0) return zero_length(fd, s, link, nonblock);
   size_t got = 0;
   for (;;) {
-    Slice rest(iov, iovcnt, got, total - got);
+    Slice rest(iov, iovcnt, got, total - got, total);
     if (s.transport() == Transport::kernel) {
       // The upgrade gave up: the rest is plain TCP, blocking as the program asked.
       if (got && !waitall) return static_cast<long>(got);
       msghdr m{};
-      m.msg_iov = rest.v;
+      m.msg_iov = const_cast<iovec*>(rest.v);
       m.msg_iovlen = static_cast<size_t>(rest.n);
       long r = api::sys(real.recvmsg(fd, &m, flags));
       if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
@@ -177,9 +184,9 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       // Bytes the peer sent on TCP before it switched.
       size_t want = total - got;
       if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
-      Slice part(iov, iovcnt, got, want);
+      Slice part(iov, iovcnt, got, want, total);
       msghdr m{};
-      m.msg_iov = part.v;
+      m.msg_iov = const_cast<iovec*>(part.v);
       m.msg_iovlen = static_cast<size_t>(part.n);
       long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
       if (r > 0) {
@@ -256,7 +263,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       std::lock_guard<Lock> lock(ch.mu());
       if (!ch.fits_st(total - sent)) ch.progress_st();
       dead = ch.failed() || link.peer_gone.load();
-      Slice rest(iov, iovcnt, sent, total - sent);
+      Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
     }
     if (dead) return epipe(sent, flags);

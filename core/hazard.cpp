@@ -1,0 +1,136 @@
+#include "core/hazard.h"
+
+#include "core/lock.h"
+
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace ferry::hazard {
+namespace detail {
+thread_local constinit Record* t_record = nullptr;
+std::atomic<bool> g_pending{false};
+}  // namespace detail
+
+using detail::g_pending;
+using detail::t_record;
+
+namespace {
+
+std::atomic<Record*> g_records{nullptr};
+
+struct Retired {
+  void* p;
+  void (*destroy)(void*);
+};
+// Never destroyed: objects may be retired while the process exits.
+Lock& retired_mu() {
+  static Lock* l = new Lock;
+  return *l;
+}
+std::vector<Retired>& retired() {
+  static auto* v = new std::vector<Retired>;
+  return *v;
+}
+
+bool announced(void* p) noexcept {
+  for (Record* r = g_records.load(std::memory_order_acquire); r; r = r->next) {
+    for (auto& s : r->slot)
+      if (s.load(std::memory_order_seq_cst) == p) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Destroys every retired object nobody announces (outside the lock: a destructor may
+// retire more).
+void detail::sweep() noexcept {
+  std::vector<Retired> free_now;
+  {
+    std::lock_guard<Lock> g(retired_mu());
+    auto& list = retired();
+    for (size_t i = 0; i < list.size();) {
+      if (announced(list[i].p)) {
+        ++i;
+        continue;
+      }
+      free_now.push_back(list[i]);
+      list[i] = list.back();
+      list.pop_back();
+    }
+    g_pending.store(!list.empty(), std::memory_order_seq_cst);
+  }
+  for (const Retired& r : free_now) r.destroy(r.p);
+}
+
+namespace {
+
+Record* take_record() noexcept {
+  for (Record* r = g_records.load(std::memory_order_acquire); r; r = r->next) {
+    bool was = false;
+    if (!r->owned.load(std::memory_order_relaxed) && r->owned.compare_exchange_strong(was, true)) return r;
+  }
+  Record* r = new (std::nothrow) Record;
+  if (!r) return nullptr;
+  r->owned.store(true);
+  Record* head = g_records.load(std::memory_order_acquire);
+  do {
+    r->next = head;
+  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_acq_rel));
+  return r;
+}
+
+thread_local bool t_exiting = false;
+
+// Gives the thread's record back when the thread ends.
+struct Owner {
+  bool armed = false;
+  ~Owner() {
+    t_exiting = true;
+    Record* r = t_record;
+    t_record = nullptr;
+    if (!r) return;
+    for (auto& s : r->slot) s.store(nullptr, std::memory_order_seq_cst);
+    r->depth = 0;
+    r->owned.store(false, std::memory_order_release);
+    if (g_pending.load(std::memory_order_seq_cst)) detail::sweep();
+  }
+};
+thread_local Owner t_owner;
+
+}  // namespace
+
+Record* detail::first_record() noexcept {
+  if (t_exiting) return nullptr;
+  t_owner.armed = true;  // its first use registers the hand-back at thread exit
+  return t_record = take_record();
+}
+
+void retire(void* p, void (*destroy)(void*)) noexcept {
+  if (!announced(p)) {
+    destroy(p);
+    return;
+  }
+  {
+    std::lock_guard<Lock> g(retired_mu());
+    retired().push_back({p, destroy});
+    g_pending.store(true, std::memory_order_seq_cst);
+  }
+  // The announcement may have ended between the first look and g_pending: look again.
+  detail::sweep();
+}
+
+void after_fork_child() noexcept {
+  new (&retired_mu()) Lock;
+  Record* me = t_record;
+  for (Record* r = g_records.load(std::memory_order_acquire); r; r = r->next) {
+    if (r == me) continue;
+    for (auto& s : r->slot) s.store(nullptr, std::memory_order_relaxed);
+    r->depth = 0;
+    r->owned.store(false, std::memory_order_relaxed);
+  }
+  if (g_pending.load()) detail::sweep();
+}
+
+}  // namespace ferry::hazard

@@ -1,0 +1,71 @@
+// Hazard pointers: a thread announces the object it is about to use, and whoever lets
+// go of that object's last reference leaves its destruction to whichever of the two
+// finishes last. The fd table's data-path lookups use them: one announcement costs a
+// store and a re-read, where copying a shared_ptr out of an atomic slot costs four
+// atomic read-modify-writes.
+#pragma once
+
+#include <atomic>
+
+namespace ferry::hazard {
+
+// How many objects one thread may hold announced at once: a call on one socket, with a
+// signal handler's call on another inside it, and so on.
+constexpr int kDepth = 4;
+
+struct Record {
+  std::atomic<void*> slot[kDepth] = {};
+  int depth = 0;  // touched by its own thread only (and its signal handlers, which nest)
+  std::atomic<bool> owned{false};
+  Record* next = nullptr;  // the list of records only grows; a thread's exit frees its own
+};
+
+namespace detail {
+extern thread_local constinit Record* t_record;
+extern std::atomic<bool> g_pending;  // something retired waits for an announcement to end
+Record* first_record() noexcept;
+void sweep() noexcept;
+}  // namespace detail
+
+// This thread's record; null while the thread exits or if none could be made.
+inline Record* mine() noexcept {
+  Record* r = detail::t_record;
+  return r ? r : detail::first_record();
+}
+
+// Withdraws announcement i and destroys what was retired meanwhile and is now free.
+inline void release(Record* r, int i) noexcept {
+  r->slot[i].store(nullptr, std::memory_order_seq_cst);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --r->depth;
+  if (detail::g_pending.load(std::memory_order_seq_cst)) detail::sweep();
+}
+
+// Announces what `src` holds, re-reading until it stays: once this returns p, p cannot
+// be destroyed until release(r, i). Null (and nothing announced) when src holds null.
+// Needs r->depth < kDepth.
+template <class T>
+T* protect(const std::atomic<T*>& src, Record* r, int& i) noexcept {
+  T* p = src.load(std::memory_order_acquire);
+  if (!p) return nullptr;
+  i = r->depth++;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  for (;;) {
+    r->slot[i].store(p, std::memory_order_seq_cst);
+    T* again = src.load(std::memory_order_seq_cst);
+    if (again == p) return p;
+    if (!again) {
+      release(r, i);
+      return nullptr;
+    }
+    p = again;
+  }
+}
+
+// Destroys p (with destroy) now, or once no thread announces it.
+void retire(void* p, void (*destroy)(void*)) noexcept;
+
+// In a forked child only the forking thread exists: the others' announcements are void.
+void after_fork_child() noexcept;
+
+}  // namespace ferry::hazard
