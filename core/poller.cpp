@@ -46,12 +46,16 @@ struct Poller {
   // Channels left unarmed because the program polls them; looked at every kRecheck.
   std::set<Channel*> unarmed;
   bool recheck_due = false;
+  // Grows while the program keeps polling every unarmed channel between looks: each
+  // look wakes this thread, which takes a CPU from a program spinning on its sockets.
+  std::chrono::milliseconds recheck_every{5};
   // Held by the thread while it works (between sleeps) and by fork(): a child must not
   // inherit librdmacm's or libibverbs' locks taken mid-call.
   std::mutex fork_gate;
 };
 
 constexpr auto kRecheck = std::chrono::milliseconds(5);
+constexpr auto kRecheckMost = std::chrono::milliseconds(40);
 
 // Process lifetime: the thread may outlive main's statics. A forked child gets a fresh
 // one; the parent's, with its descriptors, is left alone (it serves the parent).
@@ -74,19 +78,22 @@ void recheck_unarmed_st();
 void schedule_recheck_st() {
   if (P().unarmed.empty() || P().recheck_due) return;
   P().recheck_due = true;
-  at_st(Clock::now() + kRecheck, recheck_unarmed_st);
+  at_st(Clock::now() + P().recheck_every, recheck_unarmed_st);
 }
 
 void recheck_unarmed_st() {
   P().recheck_due = false;
+  bool all_polled = true;
   for (auto it = P().unarmed.begin(); it != P().unarmed.end();) {
     bool again;
     {
       std::lock_guard<Lock> lock((*it)->mu());
       again = (*it)->recheck_st();
     }
+    all_polled = all_polled && again;
     it = again ? std::next(it) : P().unarmed.erase(it);
   }
+  P().recheck_every = all_polled ? std::min(P().recheck_every * 2, kRecheckMost) : kRecheck;
   schedule_recheck_st();
 }
 
@@ -101,7 +108,7 @@ void handle_device_st(rdma::Device* d) {
       std::lock_guard<Lock> lock(ch->mu());
       unarmed = ch->on_notified_st();
     }
-    if (unarmed) P().unarmed.insert(ch);
+    if (unarmed && P().unarmed.insert(ch).second) P().recheck_every = kRecheck;
   }
   schedule_recheck_st();
 }
