@@ -10,6 +10,8 @@ namespace ferry::hazard {
 namespace detail {
 thread_local constinit Record* t_record = nullptr;
 std::atomic<bool> g_pending{false};
+std::atomic<void*> g_waiting[kWaitingCells] = {};
+std::atomic<bool> g_many{false};
 }  // namespace detail
 
 using detail::g_pending;
@@ -31,6 +33,22 @@ Lock& retired_mu() {
 std::vector<Retired>& retired() {
   static auto* v = new std::vector<Retired>;
   return *v;
+}
+
+// Under retired_mu. A waiting object keeps its cell until it is destroyed, so that a
+// withdrawal reading the cells never misses it while others come and go.
+void mark_waiting(void* p) noexcept {
+  for (auto& c : detail::g_waiting) {
+    if (c.load(std::memory_order_relaxed)) continue;
+    c.store(p, std::memory_order_seq_cst);
+    return;
+  }
+  detail::g_many.store(true, std::memory_order_seq_cst);  // until nothing waits
+}
+
+void unmark_waiting(void* p) noexcept {
+  for (auto& c : detail::g_waiting)
+    if (c.load(std::memory_order_relaxed) == p) c.store(nullptr, std::memory_order_seq_cst);
 }
 
 bool announced(void* p) noexcept {
@@ -56,9 +74,11 @@ void detail::sweep() noexcept {
         continue;
       }
       free_now.push_back(list[i]);
+      unmark_waiting(list[i].p);
       list[i] = list.back();
       list.pop_back();
     }
+    if (list.empty()) detail::g_many.store(false, std::memory_order_seq_cst);
     g_pending.store(!list.empty(), std::memory_order_seq_cst);
   }
   for (const Retired& r : free_now) r.destroy(r.p);
@@ -115,6 +135,7 @@ void retire(void* p, void (*destroy)(void*)) noexcept {
   {
     std::lock_guard<Lock> g(retired_mu());
     retired().push_back({p, destroy});
+    mark_waiting(p);
     g_pending.store(true, std::memory_order_seq_cst);
   }
   // The announcement may have ended between the first look and g_pending: look again.

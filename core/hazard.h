@@ -23,8 +23,20 @@ struct Record {
 namespace detail {
 extern thread_local constinit Record* t_record;
 extern std::atomic<bool> g_pending;  // something retired waits for an announcement to end
+// What waits (g_many: more than the cells hold), so that withdrawing an announcement
+// of anything else costs no sweep.
+constexpr int kWaitingCells = 8;
+extern std::atomic<void*> g_waiting[kWaitingCells];
+extern std::atomic<bool> g_many;
 Record* first_record() noexcept;
 void sweep() noexcept;
+
+inline bool waits(void* p) noexcept {
+  if (g_many.load(std::memory_order_seq_cst)) return true;
+  for (auto& c : g_waiting)
+    if (c.load(std::memory_order_seq_cst) == p) return true;
+  return false;
+}
 }  // namespace detail
 
 // This thread's record; null while the thread exits or if none could be made.
@@ -35,10 +47,10 @@ inline Record* mine() noexcept {
 
 // Withdraws announcement i and destroys what was retired meanwhile and is now free.
 inline void release(Record* r, int i) noexcept {
-  r->slot[i].store(nullptr, std::memory_order_seq_cst);
+  void* p = r->slot[i].exchange(nullptr, std::memory_order_seq_cst);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   --r->depth;
-  if (detail::g_pending.load(std::memory_order_seq_cst)) detail::sweep();
+  if (detail::g_pending.load(std::memory_order_seq_cst) && detail::waits(p)) detail::sweep();
 }
 
 // Announces what `src` holds, re-reading until it stays: once this returns p, p cannot

@@ -108,6 +108,35 @@ TEST(Hazard, ConcurrentReplaceAndBorrowNeverSeesADeadObject) {
   EXPECT_EQ(g_live.load(), before);
 }
 
+// More objects wait at once than the quick check has cells for (and some fewer later):
+// each is destroyed when its own borrow ends, never before.
+TEST(Hazard, ManyWaitingObjectsEachDieWhenTheirBorrowEnds) {
+  constexpr int kObjects = 12;
+  FdMap<Obj> map;
+  for (int fd = 0; fd < kObjects; ++fd) ASSERT_TRUE(map.set(fd, make_obj(fd)));
+  const int before = g_live.load();
+  std::atomic<int> borrowed{0};
+  std::atomic<int> let_go{-1};
+  std::vector<std::thread> threads;
+  for (int fd = 0; fd < kObjects; ++fd) {
+    threads.emplace_back([&, fd] {
+      FdMap<Obj>::Borrowed b;
+      map.borrow(fd, b);
+      ++borrowed;
+      while (let_go.load() < fd) std::this_thread::yield();
+      EXPECT_EQ(b->value, fd);
+    });
+  }
+  while (borrowed.load() < kObjects) std::this_thread::yield();
+  for (int fd = 0; fd < kObjects; ++fd) map.take(fd);
+  EXPECT_EQ(g_live.load(), before);
+  for (int fd = 0; fd < kObjects; ++fd) {
+    let_go = fd;
+    threads[fd].join();
+    EXPECT_EQ(g_live.load(), before - fd - 1);
+  }
+}
+
 TEST(Hazard, AnExitedThreadsRecordIsReused) {
   hazard::Record* first = nullptr;
   std::thread([&] { first = hazard::mine(); }).join();
