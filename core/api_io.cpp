@@ -16,13 +16,14 @@
 namespace ferry::api {
 namespace {
 
-inline long rx(int fd, long r) noexcept {
-  if (r > 0 && fd_table().tracked(fd)) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+// Counts what kernel TCP carried for a socket ferry tracks.
+inline long rx(bool tracked, long r) noexcept {
+  if (r > 0 && tracked) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
   return r;
 }
 
-inline long tx(int fd, long r) noexcept {
-  if (r > 0 && fd_table().tracked(fd)) {
+inline long tx(int fd, bool tracked, long r) noexcept {
+  if (r > 0 && tracked) {
     stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
     settle_connect(fd);
   }
@@ -39,13 +40,18 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
   }
 }
 
-// The socket behind fd, borrowed for this call, when its bytes may travel over RDMA.
+// The socket behind fd, borrowed for this call, when its bytes may travel over RDMA;
+// otherwise nothing is held (the kernel's call ahead may block), only whether fd is a
+// tracked socket.
 struct Upgraded : FdTable::Borrowed {
   explicit Upgraded(int fd) noexcept {
     fd_table().borrow(fd, *this);
-    on_rdma = get() && get()->transport() != Transport::kernel;
+    tracked = get() != nullptr;
+    on_rdma = tracked && get()->transport() != Transport::kernel;
+    if (!on_rdma) reset();
   }
   explicit operator bool() const { return on_rdma; }
+  bool tracked = false;
   bool on_rdma = false;
 };
 
@@ -68,48 +74,54 @@ long upgraded_sendmsg(int fd, Socket& s, const msghdr* msg, int flags) noexcept 
 }  // namespace
 
 long read(int fd, void* buf, size_t n) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{buf, n};
     return stream::recv(fd, *s, &v, 1, 0);
   }
-  return rx(fd, sys(real.read(fd, buf, n)));
+  return rx(s.tracked, sys(real.read(fd, buf, n)));
 }
 
 long readv(int fd, const iovec* iov, int iovcnt) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
     return stream::recv(fd, *s, iov, iovcnt, 0);
   }
-  return rx(fd, sys(real.readv(fd, iov, iovcnt)));
+  return rx(s.tracked, sys(real.readv(fd, iov, iovcnt)));
 }
 
 long recv(int fd, void* buf, size_t n, int flags) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{buf, n};
     return stream::recv(fd, *s, &v, 1, flags);
   }
-  return rx(fd, sys(real.recv(fd, buf, n, flags)));
+  return rx(s.tracked, sys(real.recv(fd, buf, n, flags)));
 }
 
 long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{buf, n};
     long r = stream::recv(fd, *s, &v, 1, flags);
     if (r >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
     return r;
   }
-  return rx(fd, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
+  return rx(s.tracked, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
 }
 
 long recvmsg(int fd, msghdr* msg, int flags) noexcept {
-  if (Upgraded s{fd}; s) return upgraded_recvmsg(fd, *s, msg, flags);
+  Upgraded s{fd};
+  if (s) return upgraded_recvmsg(fd, *s, msg, flags);
   long r = sys(real.recvmsg(fd, msg, flags));
   if (r >= 0) adopt_passed_fds(msg);
-  return rx(fd, r);
+  return rx(s.tracked, r);
 }
 
 long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     unsigned i = 0;
     for (; i < n; ++i) {
       long r = upgraded_recvmsg(fd, *s, &vec[i].msg_hdr, i ? flags | MSG_DONTWAIT : flags);
@@ -122,7 +134,7 @@ long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) no
   long r = sys(real.recvmmsg(fd, vec, n, flags, timeout));
   for (long i = 0; i < r; ++i) {
     adopt_passed_fds(&vec[i].msg_hdr);
-    rx(fd, vec[i].msg_len);
+    rx(s.tracked, vec[i].msg_len);
   }
   return r;
 }
@@ -131,44 +143,50 @@ long write(int fd, const void* buf, size_t n) noexcept {
   // Most writes are to files, pipes and devices (a verbs provider's doorbell among
   // them): one look at the table sends them on their way.
   if (!fd_table().tracked(fd)) return sys(real.write(fd, buf, n));
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, 0);
   }
-  return tx(fd, sys(real.write(fd, buf, n)));
+  return tx(fd, s.tracked, sys(real.write(fd, buf, n)));
 }
 
 long writev(int fd, const iovec* iov, int iovcnt) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
     return stream::send(fd, *s, iov, iovcnt, 0);
   }
-  return tx(fd, sys(real.writev(fd, iov, iovcnt)));
+  return tx(fd, s.tracked, sys(real.writev(fd, iov, iovcnt)));
 }
 
 long send(int fd, const void* buf, size_t n, int flags) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, flags);
   }
-  return tx(fd, sys(real.send(fd, buf, n, flags)));
+  return tx(fd, s.tracked, sys(real.send(fd, buf, n, flags)));
 }
 
 long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     iovec v{const_cast<void*>(buf), n};
     return stream::send(fd, *s, &v, 1, flags);
   }
-  return tx(fd, sys(real.sendto(fd, buf, n, flags, to, tolen)));
+  return tx(fd, s.tracked, sys(real.sendto(fd, buf, n, flags, to, tolen)));
 }
 
 long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
-  if (Upgraded s{fd}; s) return upgraded_sendmsg(fd, *s, msg, flags);
-  return tx(fd, sys(real.sendmsg(fd, msg, flags)));
+  Upgraded s{fd};
+  if (s) return upgraded_sendmsg(fd, *s, msg, flags);
+  return tx(fd, s.tracked, sys(real.sendmsg(fd, msg, flags)));
 }
 
 long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
-  if (Upgraded s{fd}; s) {
+  Upgraded s{fd};
+  if (s) {
     unsigned i = 0;
     for (; i < n; ++i) {
       long r = upgraded_sendmsg(fd, *s, &vec[i].msg_hdr, flags);
@@ -178,12 +196,13 @@ long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
     return i;
   }
   long r = sys(real.sendmmsg(fd, vec, n, flags));
-  for (long i = 0; i < r; ++i) tx(fd, vec[i].msg_len);
+  for (long i = 0; i < r; ++i) tx(fd, s.tracked, vec[i].msg_len);
   return r;
 }
 
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
-  if (Upgraded s{out_fd}; s) {
+  Upgraded s{out_fd};
+  if (s) {
     // Read the file here and send it like a write.
     char buf[65536];
     size_t done = 0;
@@ -200,7 +219,7 @@ long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
     }
     return static_cast<long>(done);
   }
-  return tx(out_fd, sys(real.sendfile(out_fd, in_fd, offset, count)));
+  return tx(out_fd, s.tracked, sys(real.sendfile(out_fd, in_fd, offset, count)));
 }
 
 }  // namespace ferry::api

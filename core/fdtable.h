@@ -28,8 +28,13 @@ class FdMap {
     Borrowed() = default;
     Borrowed(const Borrowed&) = delete;
     Borrowed& operator=(const Borrowed&) = delete;
-    ~Borrowed() {
+    ~Borrowed() { reset(); }
+    // Lets go early.
+    void reset() {
       if (p_ && record_) hazard::release(record_, index_);
+      p_ = nullptr;
+      record_ = nullptr;
+      ref_.reset();
     }
     explicit operator bool() const { return p_ != nullptr; }
     T* get() const { return p_; }

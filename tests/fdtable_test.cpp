@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <thread>
 #include <vector>
@@ -115,6 +116,9 @@ TEST(FdTable, ConcurrentReadersAndWriters) {
     for (int fd = 0; fd < 4096; fd += 7) t.set(fd, make());
     for (int fd = 0; fd < 4096; fd += 14) t.take(fd);
   }
+  // The last round's entries stay: give the readers time to find some (on a loaded
+  // machine the writer can finish before a reader ever runs).
+  for (int i = 0; i < 10000 && hits.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   stop = true;
   for (auto& th : readers) th.join();
   EXPECT_GT(hits.load(), 0);
