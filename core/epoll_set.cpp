@@ -281,8 +281,9 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
         sleep = false;
       }
     }
-    // The kernel's descriptors: unless user space answered and the kernel set holds
-    // nothing else to report (every registration upgraded, no other descriptor).
+    // The kernel's descriptors: unless user space answered and either the kernel set
+    // holds nothing else to report (every registration upgraded, no other descriptor)
+    // or the kernel was asked less than kKernelLookUs ago.
     bool look_kernel = sleep || !spinning || round % kKernelEvery == 0;
     if (n > 0 && !sleep && (!kernel_members || now - kernel_looked_us_.load(std::memory_order_relaxed) < kKernelLookUs))
       look_kernel = false;

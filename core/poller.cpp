@@ -43,11 +43,12 @@ struct Poller {
   boost::lockfree::queue<std::function<void()>*> work{64};
   std::vector<Timer> timers;
   std::set<rdma::Device*> devices;
-  // Channels left unarmed because the program polls them; looked at every kRecheck.
+  // Channels left unarmed because the program polls them; looked at every recheck_every.
   std::set<Channel*> unarmed;
   bool recheck_due = false;
-  // Grows while the program keeps polling every unarmed channel between looks: each
-  // look wakes this thread, which takes a CPU from a program spinning on its sockets.
+  // kRecheck, doubling up to kRecheckMost while the program keeps polling every unarmed
+  // channel between looks: each look wakes this thread, which takes a CPU from a
+  // program spinning on its sockets.
   std::chrono::milliseconds recheck_every{5};
   // Held by the thread while it works (between sleeps) and by fork(): a child must not
   // inherit librdmacm's or libibverbs' locks taken mid-call.
