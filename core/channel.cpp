@@ -13,13 +13,13 @@ namespace {
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 constexpr uint32_t kSlot = wire::kControlSize;
 
-// Copies between an iovec list and ring segments.
+// Copies between an iovec list and pieces of ring memory, in order.
 template <class Copy>
-void walk(const iovec* iov, int iovcnt, const ring::Span& span, Copy copy) {
+void walk(const iovec* iov, int iovcnt, const ring::Segment* part, int parts, Copy copy) {
   int v = 0;
   size_t voff = 0;
-  for (int p = 0; p < span.count; ++p) {
-    uint64_t off = span.part[p].offset, left = span.part[p].length;
+  for (int p = 0; p < parts; ++p) {
+    uint64_t off = part[p].offset, left = part[p].length;
     while (left > 0 && v < iovcnt) {
       size_t n = iov[v].iov_len - voff < left ? iov[v].iov_len - voff : left;
       copy(static_cast<uint8_t*>(iov[v].iov_base) + voff, off, n);
@@ -73,7 +73,6 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   if (!c->device_) return nullptr;
   ibv_pd* pd = c->device_->pd.get();
   c->rx_size_ = ring_size;
-  c->rx_ = ring::RxRing(ring_size);
   c->rx_buf_ = rdma::allocate(ring_size);
   c->ctl_recv_buf_ = rdma::allocate(kRecvSlots * kSlot);
   c->ctl_send_buf_ = rdma::allocate(kSendDepth * kSlot);
@@ -81,6 +80,7 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
     why = "out of memory for the rings";
     return nullptr;
   }
+  c->rx_ = ring::RecordRing(c->rx_buf_.get(), ring_size);
   // Only the ring accepts remote writes; control buffers are local.
   c->rx_mr_.reset(ibv_reg_mr(pd, c->rx_buf_.get(), ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   c->ctl_recv_mr_.reset(ibv_reg_mr(pd, c->ctl_recv_buf_.get(), kRecvSlots * kSlot, IBV_ACCESS_LOCAL_WRITE));
@@ -168,6 +168,7 @@ bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
     return false;
   }
   tx_ = ring::TxWindow(peer.size);
+  max_record_ = peer.size / 4;
   peer_addr_ = peer.addr;
   peer_rkey_ = peer.rkey;
   peer_known_ = true;
@@ -219,27 +220,31 @@ uint32_t Channel::signal_flag_st(int wrs) {
   return 0;
 }
 
-bool Channel::post_write_st(const ring::Span& span) {
-  if (!reserve_sq_st(span.count)) return false;
-  ibv_sge sge[2];
-  ibv_send_wr wr[2];
-  for (int i = 0; i < span.count; ++i) {
+// One write per record, posted together. The last carries an immediate when the peer
+// sleeps: its completion is the peer's wake-up.
+bool Channel::post_records_st(const ring::Record* r, int n) {
+  if (!reserve_sq_st(n)) return false;
+  ibv_sge sge[ring::kMaxRecords];
+  ibv_send_wr wr[ring::kMaxRecords];
+  for (int i = 0; i < n; ++i) {
+    const uint64_t off = r[i].payload_offset(), len = r[i].payload + ring::kFooter;
     wr[i] = {};
-    sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + span.part[i].offset),
-              static_cast<uint32_t>(span.part[i].length), tx_mr_->lkey};
+    sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + off), static_cast<uint32_t>(len), tx_mr_->lkey};
     wr[i].sg_list = &sge[i];
     wr[i].num_sge = 1;
     wr[i].opcode = IBV_WR_RDMA_WRITE;
-    wr[i].wr.rdma.remote_addr = peer_addr_ + span.part[i].offset;
+    wr[i].wr.rdma.remote_addr = peer_addr_ + off;
     wr[i].wr.rdma.rkey = peer_rkey_;
-    if (span.part[i].length <= max_inline_) wr[i].send_flags |= IBV_SEND_INLINE;
-    if (i + 1 < span.count) wr[i].next = &wr[i + 1];
+    if (len <= max_inline_) wr[i].send_flags |= IBV_SEND_INLINE;
+    if (i + 1 < n) wr[i].next = &wr[i + 1];
   }
-  // The last request carries the total: its completion at the peer lands the bytes.
-  ibv_send_wr& last = wr[span.count - 1];
-  last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  last.imm_data = htonl(static_cast<uint32_t>(span.total()));
-  uint32_t flag = signal_flag_st(span.count);
+  ibv_send_wr& last = wr[n - 1];
+  if (imm_left_ > 0) {
+    --imm_left_;
+    last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    last.imm_data = 0;
+  }
+  uint32_t flag = signal_flag_st(n);
   last.send_flags |= flag;
   last.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
   if (flag) unsignaled_ = 0;
@@ -251,11 +256,11 @@ bool Channel::post_write_st(const ring::Span& span) {
   return true;
 }
 
-bool Channel::post_control_st(wire::Op op, uint64_t value) {
+bool Channel::post_control_st(const wire::Control& c) {
   if (failed() || !reserve_sq_st(1)) return false;
   uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
   ctl_next_ = (ctl_next_ + 1) % kSendDepth;
-  wire::encode(wire::Control{op, value}, slot);
+  wire::encode(c, slot);
   ibv_sge sge{reinterpret_cast<uint64_t>(slot), kSlot, ctl_send_mr_->lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
@@ -278,43 +283,70 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   if (!peer_known_ || failed()) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
-  // A write the peer may not have taken off its completion queue holds one of its
-  // receive requests: past the window, wait as if the ring were full.
-  ring::Span span = writes_in_flight_st() < kWriteWindow ? tx_.reserve(want) : ring::Span{};
-  if (span.total() < want) tx_starved_ = true;
-  if (span.total() == 0) {
+  ring::Record r[ring::kMaxRecords];
+  const int n = ring::plan(tx_, want, max_record_, r);
+  ring::Segment payload[ring::kMaxRecords];
+  size_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    payload[i] = {r[i].payload_offset(), r[i].payload};
+    total += r[i].payload;
+  }
+  if (total < want) tx_starved_ = true;
+  if (total == 0) {
     if (want > 0 && blocked_sent_at_ != tx_.written()) {
       blocked_sent_at_ = tx_.written();
       post_control_st(wire::Op::blocked, tx_.written());
     }
     return 0;
   }
-  walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(tx_buf_.get() + off, app, n); });
-  if (!post_write_st(span)) return 0;
-  tx_.commit(span.total());
-  write_ends_[write_tail_++ % kWriteWindow] = tx_.written();
-  return span.total();
-}
-
-void Channel::retire_writes_st(uint64_t consumed) {
-  while (write_head_ != write_tail_ && write_ends_[write_head_ % kWriteWindow] <= consumed) ++write_head_;
+  uint8_t* staging = tx_buf_.get();
+  walk(iov, iovcnt, payload, n, [&](uint8_t* app, uint64_t off, size_t k) { memcpy(staging + off, app, k); });
+  for (int i = 0; i < n; ++i) ring::put_footer(staging, r[i]);
+  if (!post_records_st(r, n)) return 0;
+  for (int i = 0; i < n; ++i) tx_.commit(ring::record_size(r[i].payload));
+  return total;
 }
 
 size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
-  ring::Span span = rx_.peek(iov_total(iov, iovcnt));
-  walk(iov, iovcnt, span, [&](uint8_t* app, uint64_t off, size_t n) { memcpy(app, rx_buf_.get() + off, n); });
-  if (peek || span.total() == 0) return span.total();
-  rx_.consume(span.total());
-  // Also every kCreditEveryWrites writes: the peer counts its writes in flight.
-  if (rx_.credit_due(peer_blocked_) || writes_since_credit_ >= kCreditEveryWrites) give_credit_st();
-  return span.total();
+  int v = 0;
+  size_t voff = 0;
+  const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
+    while (n > 0) {
+      size_t k = iov[v].iov_len - voff < n ? iov[v].iov_len - voff : n;
+      memcpy(static_cast<uint8_t*>(iov[v].iov_base) + voff, ring, k);
+      ring += k;
+      n -= k;
+      voff += k;
+      if (voff == iov[v].iov_len) {
+        ++v;
+        voff = 0;
+      }
+    }
+  });
+  if (!peek && got > 0 && rx_.cursors().credit_due(peer_blocked_)) give_credit_st();
+  return got;
+}
+
+bool Channel::land_st() {
+  switch (rx_.scan()) {
+    case ring::RecordRing::Scan::nothing: return false;
+    case ring::RecordRing::Scan::landed: ++rx_events_; return true;
+    case ring::RecordRing::Scan::malformed: fail_st("peer wrote a malformed record or past its credits"); return true;
+  }
+  return false;
+}
+
+bool Channel::scan_st() {
+  ++polls_;
+  if (!land_st()) return false;
+  signal_->bump();
+  return true;
 }
 
 void Channel::handle_control_st(const wire::Control& c) {
   switch (c.op) {
     case wire::Op::credit:
       if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
-      retire_writes_st(c.value);
       if (tx_starved_ && writable_st()) {
         tx_starved_ = false;
         ++tx_events_;
@@ -322,16 +354,31 @@ void Channel::handle_control_st(const wire::Control& c) {
       break;
     case wire::Op::blocked:
       peer_blocked_ = true;
-      if (rx_.credit_due(true)) give_credit_st();
+      if (rx_.cursors().credit_due(true)) give_credit_st();
       break;
     case wire::Op::cutover:
       peer_cutover_known_ = true;
       peer_cutover_ = c.value;
       break;
     case wire::Op::fin:
+      land_st();  // every write sent before the fin has landed by now
       if (c.value != rx_.produced()) fail_st("peer's final cursor does not match the bytes received");
       peer_fin_ = true;
       ++rx_events_;
+      break;
+    case wire::Op::sleep:
+      if (c.value - tx_.acked() > tx_.in_flight() || c.count == 0 || c.count > kMostSleepWrites) {
+        fail_st("peer's sleep names a cursor we never wrote or too many writes");
+      } else if (c.value != tx_.written()) {
+        imm_left_ = 0;
+        post_control_st(wire::Op::wake, tx_.written());  // it went to sleep before our last writes
+      } else {
+        imm_left_ = c.count;
+      }
+      break;
+    case wire::Op::wake:
+      wake_asked_ = false;
+      imm_owed_ = 0;
       break;
   }
 }
@@ -357,9 +404,8 @@ bool Channel::progress_st() {
       if (w.wr_id & kRecvTag) {
         int slot = static_cast<int>(w.wr_id & ~kRecvTag);
         if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-          if (!rx_.land(ntohl(w.imm_data))) fail_st("peer wrote past the credits it was given");
-          ++writes_since_credit_;
-          ++rx_events_;
+          // A write our sleep asked for; its record is found like any other.
+          if (imm_owed_ > 0 && --imm_owed_ == 0) wake_asked_ = false;
         } else {
           wire::Control c;
           if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
@@ -376,6 +422,7 @@ bool Channel::progress_st() {
       }
     }
   }
+  if (!failed() && land_st()) changed = true;
   if (changed) {
     stats::add(stats::g.cq_polls, 1);
     signal_->bump();
@@ -390,16 +437,34 @@ void Channel::arm_st() {
 
 void Channel::give_credit_st() {
   peer_blocked_ = false;
-  writes_since_credit_ = 0;
-  post_control_st(wire::Op::credit, rx_.take_credit());
+  // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
+  std::atomic_thread_fence(std::memory_order_release);
+  post_control_st(wire::Op::credit, rx_.cursors().take_credit());
 }
 
 void Channel::prepare_sleep_st() {
   // A reader about to sleep reports everything it consumed, so that if its process
   // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_st).
-  if (rx_.uncredited() && !failed()) give_credit_st();
+  if (rx_.cursors().uncredited() && !failed()) give_credit_st();
   arm_st();
   progress_st();
+  // Writes landing from here on raise no completion unless the peer knows we sleep; it
+  // compares where we looked with what it wrote, so nothing written meanwhile is missed.
+  if (!wake_asked_ && !failed() && peer_known_) {
+    const uint64_t records = rx_.records() - records_at_sleep_;
+    if (records > 4 * uint64_t{sleep_writes_}) {
+      sleep_writes_ = sleep_writes_ > 1 ? sleep_writes_ / 2 : 1;
+    } else if (sleep_writes_ < kMostSleepWrites) {
+      sleep_writes_ *= 2;
+    }
+    records_at_sleep_ = rx_.records();
+    wire::Control c{wire::Op::sleep, rx_.produced(), sleep_writes_};
+    if (post_control_st(c)) {
+      wake_asked_ = true;
+      imm_owed_ = sleep_writes_;
+      stats::add(stats::g.sleep_notices, 1);
+    }
+  }
 }
 
 bool Channel::on_notified_st() {

@@ -6,6 +6,14 @@
 // (progress_st), so app threads can make progress inline and the poller thread covers
 // the rest. Waiters watch signal(), bumped whenever progress_st changed something.
 //
+// Data writes carry no completion for the receiver: it finds them by looking at its
+// ring (records, core/records.h). A receiver about to sleep tells the peer so (sleep,
+// with how far it has looked); the peer answers at once with a wake if it had written
+// past that, else its next writes (as many as the sleep asked) carry an immediate,
+// whose completion raises the sleeper's event. A receiver that keeps polling costs the
+// fabric nothing per message; one that sleeps between every few messages asks for more
+// waking writes per sleep message.
+//
 // Completion notifications wake the poller thread, which costs a context switch per
 // event; a program that is polling the CQ anyway (spinning in a call, or calling
 // epoll_wait) does not need them. So after an event the poller renews the notification
@@ -17,6 +25,7 @@
 
 #include "core/lock.h"
 #include "core/rdma.h"
+#include "core/records.h"
 #include "core/ring.h"
 #include "core/wait.h"
 #include "core/wire.h"
@@ -38,21 +47,17 @@ class Channel {
   static constexpr int kSignalEvery = 32;
   static constexpr uint32_t kInlineWanted = 128;
   static_assert(kSendDepth % kSignalEvery == 0 && kSignalEvery * 2 <= kSendDepth);
-  // Data writes whose bytes the peer has not yet reported consumed. Each holds one of
-  // the peer's receive requests until the peer polls its completion, and a peer that
-  // is not polling (busy elsewhere) must never run out of them: an RDMA write with no
-  // receive request waiting is refused (RNR) and retried after a delay, and meanwhile
-  // the whole queue pair stalls. Consumed bytes prove their completions were polled.
-  // The rest of the receive requests are for control messages, which are few: credits
-  // answer the peer's own data, the others are sent once per stall or per connection.
-  static constexpr uint32_t kWriteWindow = 128;
-  // A receiver returns its consumer cursor at least this often (in writes landed), so a
-  // peer whose reader keeps up never finds its write window full.
-  static constexpr uint32_t kCreditEveryWrites = kWriteWindow / 4;
-  // Receive requests whose completions were taken go back in batches of this many, so
-  // up to kRepostBatch - 1 are off the queue at any time.
+  // Receive requests go back in batches of this many, so up to kRepostBatch - 1 are off
+  // the queue at any time.
   static constexpr int kRepostBatch = 16;
-  static_assert(kWriteWindow + 32 + kRepostBatch <= kRecvSlots && (kWriteWindow & (kWriteWindow - 1)) == 0);
+  // Receive requests are taken only by control messages and by the one write that wakes
+  // a sleeping receiver (data writes take none), and those are few: credits answer the
+  // peer's own data, the others come once per stall, per sleep or per connection. A
+  // peer that ran out would only be delayed (receiver-not-ready retries), never fail.
+  // A sleep asks for at most kMostSleepWrites waking writes, and the next sleep is told
+  // only once they all came.
+  static constexpr uint32_t kMostSleepWrites = 64;
+  static_assert(kRecvSlots >= 64 + kMostSleepWrites + kRepostBatch && kRecvSlots % kRepostBatch == 0);
 
   // Builds the QP (in INIT, receive requests posted) and the local ring on `id` (route
   // resolved, or a connect request), taking ownership of id. The QP is ferry's own, on
@@ -95,29 +100,30 @@ class Channel {
   size_t recv_st(const iovec* iov, int iovcnt, bool peek);
   // Whether send_st would take all n bytes as things stand, so that a writer need not
   // poll the CQ first (polling only frees room and brings news; the receive side and the
-  // poller take care of the news).
+  // poller take care of the news). Two records at most, a footer and a unit's padding each.
   bool fits_st(size_t n) const {
-    return peer_known_ && tx_.space() >= n && writes_in_flight_st() < kWriteWindow && sq_outstanding_ + 2 <= kSendDepth;
+    return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
+           sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
   size_t readable_st() const { return rx_.readable(); }
-  size_t send_space_st() const { return peer_known_ ? tx_.space() : 0; }
+  // Takes in the records that landed since the last look, without polling the CQ: bytes
+  // only. True when some did.
+  bool scan_st();
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
   // so a writer woken by it can queue a useful amount.
-  bool writable_st() const {
-    return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0 && writes_in_flight_st() < kWriteWindow;
-  }
+  bool writable_st() const { return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0; }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
   // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
   uint32_t rx_events_st() const { return rx_events_; }
   uint32_t tx_events_st() const { return tx_events_; }
-  uint64_t unacked_st() const { return tx_.in_flight(); }
   // The peer has not reported consuming everything we sent. A peer that vanished (its
   // process killed) in that state left bytes unread, and kernel TCP would have reset
   // the connection rather than end it; a reader reports its consumption before it
   // sleeps, so a peer killed while waiting for data is seen to have read everything.
   bool peer_left_unread_st() const { return tx_.in_flight() > 0; }
   uint64_t written_st() const { return tx_.written(); }
-  bool post_control_st(wire::Op op, uint64_t value);
+  bool post_control_st(wire::Op op, uint64_t value) { return post_control_st(wire::Control{op, value}); }
+  bool post_control_st(const wire::Control& c);
 
   // Polls the CQ and applies what arrived. True when something changed.
   bool progress_st();
@@ -144,12 +150,11 @@ class Channel {
   Channel() = default;
   void repost_st(int slot);
   bool flush_reposts_st();
-  bool post_write_st(const ring::Span& span);
+  bool post_records_st(const ring::Record* r, int n);
   bool reserve_sq_st(int wrs);
   uint32_t signal_flag_st(int wrs);
   void handle_control_st(const wire::Control& c);
-  uint32_t writes_in_flight_st() const { return write_tail_ - write_head_; }
-  void retire_writes_st(uint64_t consumed);
+  bool land_st();
   void arm_st();
   void give_credit_st();
 
@@ -165,11 +170,12 @@ class Channel {
   rdma::CmId id_;
   rdma::Qp qp_;  // declared last: destroyed first
 
-  ring::RxRing rx_{ring::kMinCapacity};
+  ring::RecordRing rx_{nullptr, ring::kMinCapacity};
   ring::TxWindow tx_{ring::kMinCapacity};
   bool peer_known_ = false;
   uint64_t peer_addr_ = 0;
   uint32_t peer_rkey_ = 0;
+  uint64_t max_record_ = 0;  // payload bytes per record: a quarter of the peer's ring
   uint32_t max_inline_ = 0;
   int sq_outstanding_ = 0;
   int unsignaled_ = 0;
@@ -182,10 +188,16 @@ class Channel {
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
   bool tx_starved_ = false;
-  // Where each write in flight ends in the stream, oldest at write_head_.
-  uint64_t write_ends_[kWriteWindow] = {};
-  uint32_t write_head_ = 0, write_tail_ = 0;
-  uint32_t writes_since_credit_ = 0;  // the peer's writes landed since our last credit
+  // Our next writes that carry an immediate, because the peer sleeps (its sleep asked
+  // for that many).
+  uint32_t imm_left_ = 0;
+  // We told the peer we sleep and are still owed a wake or imm_owed_ such writes.
+  bool wake_asked_ = false;
+  uint32_t imm_owed_ = 0;
+  // How many writes our next sleep asks for: more while we sleep between few records
+  // (each sleep would cost a message otherwise), fewer while we find records by polling.
+  uint32_t sleep_writes_ = 1;
+  uint64_t records_at_sleep_ = 0;
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};

@@ -38,6 +38,7 @@ State of(int fd, Link& link) noexcept {
   bool writable, fin, dead, tcp_pending, left_unread;
   {
     std::lock_guard<Lock> lock(ch.mu());
+    ch.scan_st();  // bytes land without completions
     readable = ch.readable_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();

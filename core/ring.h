@@ -88,7 +88,7 @@ class RxRing {
   uint64_t consumed() const { return consumed_; }
   uint64_t readable() const { return produced_ - consumed_; }
 
-  // n more bytes landed (a write-with-immediate completed). False when that would
+  // n more bytes landed (a record was found, core/records.h). False when that would
   // overrun unread data: the peer ignored the credits; nothing changes.
   bool land(uint64_t n) {
     if (n > capacity_ - readable()) return false;

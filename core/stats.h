@@ -31,6 +31,7 @@ namespace ferry::stats {
   X(poller_wakeups, "times the poller thread woke up")                           \
   X(cq_polls, "completion-queue polls that found completions")                  \
   X(waits, "times a blocking call slept")                                         \
+  X(sleep_notices, "times a receiver told its peer it sleeps (asking for waking writes)") \
   X(ready_sleeps, "times epoll/poll/select slept watching TCP sockets ferry tracks") \
   X(bytes_tcp_sent, "bytes sent on tracked sockets through kernel TCP")          \
   X(bytes_tcp_received, "bytes received on tracked sockets through kernel TCP")  \

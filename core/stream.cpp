@@ -168,9 +168,11 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       // One look under the lock: news from the CQ, and the ring once TCP's part is read.
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      // Bytes already landed need no poll (a wait that ended has just polled): whatever
-      // came before them on the queue pair, the cutover among it, was taken too.
-      if (ch.readable_st() == 0) ch.progress_st();
+      // Bytes found in the ring need no poll of the CQ once the cutover is known: the
+      // news it brings (credits, the end of the stream) can wait for the next empty look.
+      // Before that, the ring's bytes (found by any look, readiness's among them) come
+      // after a cutover that is still on the CQ.
+      if (!ch.peer_cutover_known() || (ch.readable_st() == 0 && !ch.scan_st())) ch.progress_st();
       cut_known = ch.peer_cutover_known();
       cut = ch.peer_cutover();
       if (cut_known && link.tcp_received >= cut) {

@@ -105,18 +105,20 @@ Error decode(const void* data, size_t len, Welcome& out) {
   return Error::ok;
 }
 
-// Control: op(1) reserved(7) value(8) = 16
+// Control: op(1) reserved(3) count(4) value(8) = 16
 void encode(const Control& c, uint8_t out[kControlSize]) {
   memset(out, 0, kControlSize);
   out[0] = static_cast<uint8_t>(c.op);
+  put32(out + 4, c.count);
   put64(out + 8, c.value);
 }
 
 bool decode(const void* data, size_t len, Control& out) {
   if (!data || len != kControlSize) return false;
   const auto* p = static_cast<const uint8_t*>(data);
-  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::fin)) return false;
+  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::wake)) return false;
   out.op = static_cast<Op>(p[0]);
+  out.count = get32(p + 4);
   out.value = get64(p + 8);
   return true;
 }

@@ -10,7 +10,7 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;  // 2: records found in memory (core/records.h)
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {
@@ -50,10 +50,13 @@ enum class Op : uint8_t {
   credit = 2,   // value: receiver's consumer cursor
   blocked = 3,  // value: sender's write cursor; the sender waits for credit
   fin = 4,      // value: sender's final write cursor; no more data (shutdown(SHUT_WR) / close)
+  sleep = 5,    // value: receiver's produced cursor; count: writes to carry an immediate
+  wake = 6,     // value: sender's write cursor; it wrote past where the sleeper had looked
 };
 struct Control {
   Op op = Op::credit;
   uint64_t value = 0;
+  uint32_t count = 0;
 };
 constexpr size_t kControlSize = 16;
 

@@ -53,7 +53,9 @@ TEST(Wire, MalformedHellosAreRejectedAndLeaveTheOutputAlone) {
   b[0] ^= 1;
   EXPECT_EQ(decode(b, sizeof b, out), Error::bad_magic);
   memcpy(b, good, sizeof b);
-  b[4] = 2;
+  b[4] = kVersion + 1;
+  EXPECT_EQ(decode(b, sizeof b, out), Error::bad_version);
+  b[4] = 1;  // the layout before records
   EXPECT_EQ(decode(b, sizeof b, out), Error::bad_version);
   Hello h = sample_hello();
   for (uint64_t size : {uint64_t{0}, uint64_t{1000}, uint64_t{2048}, uint64_t{1} << 31, ~uint64_t{0}}) {
@@ -84,18 +86,21 @@ TEST(Wire, RandomBytesNeverDecodeAsAHello) {
 
 TEST(Wire, ControlRoundTripAndRejects) {
   uint8_t buf[kControlSize];
-  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin}) {
-    encode(Control{op, 0x0123456789abcdefULL}, buf);
+  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin, Op::sleep, Op::wake}) {
+    encode(Control{op, 0x0123456789abcdefULL, 0x8badf00d}, buf);
     Control c;
     ASSERT_TRUE(decode(buf, sizeof buf, c));
     EXPECT_EQ(c.op, op);
     EXPECT_EQ(c.value, 0x0123456789abcdefULL);
+    EXPECT_EQ(c.count, 0x8badf00du);
   }
   Control c;
   EXPECT_FALSE(decode(buf, sizeof buf - 1, c));
   buf[0] = 0;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
   buf[0] = 99;
+  EXPECT_FALSE(decode(buf, sizeof buf, c));
+  buf[0] = static_cast<uint8_t>(Op::wake) + 1;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
 }
 

@@ -14,11 +14,17 @@ wait $server
 cat "$VM_OUT/rping-client.log"
 test "$(grep -c 'ping data' "$VM_OUT/rping-client.log")" -eq 5
 
-ib_write_lat -R -n 200 > "$VM_OUT/lat-server.log" 2>&1 &
-server=$!
-sleep 1
-ib_write_lat -R -n 200 "$ip" > "$VM_OUT/lat-client.log" 2>&1
-wait $server
-cat "$VM_OUT/lat-client.log"
+# perftest prints "inf" when its estimate of the clock rate went wrong (it measures the
+# CPU against the clock at start, which a busy host skews): that run says nothing about
+# RDMA, so it is repeated, up to three times.
+for try in 1 2 3; do
+  ib_write_lat -R -n 200 > "$VM_OUT/lat-server.log" 2>&1 &
+  server=$!
+  sleep 1
+  ib_write_lat -R -n 200 "$ip" > "$VM_OUT/lat-client.log" 2>&1
+  wait $server
+  cat "$VM_OUT/lat-client.log"
+  grep -Eq '^ *2 +200 +inf' "$VM_OUT/lat-client.log" || break
+done
 grep -Eq '^ *2 +200 +[0-9.]+' "$VM_OUT/lat-client.log"
 echo "rdma-basic: rxe0 ACTIVE, rping 5/5, ib_write_lat done"

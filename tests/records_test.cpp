@@ -1,0 +1,183 @@
+#include "core/records.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace ferry::ring {
+namespace {
+
+constexpr uint64_t kCap = 4096;
+
+TEST(Records, SlotsAreWholeUnitsFromTheTopDown) {
+  EXPECT_EQ(record_size(1), 64u);
+  EXPECT_EQ(record_size(56), 64u);
+  EXPECT_EQ(record_size(57), 128u);
+  EXPECT_EQ(top_of(kCap, 0), kCap);
+  EXPECT_EQ(top_of(kCap, 64), kCap - 64);
+  EXPECT_EQ(top_of(kCap, kCap * 5 + 128), kCap - 128);
+  TxWindow tx(kCap);
+  Record r[kMaxRecords];
+  ASSERT_EQ(plan(tx, 100, kCap, r), 1);
+  EXPECT_EQ(r[0].top, kCap);
+  EXPECT_EQ(r[0].payload, 100u);
+  EXPECT_EQ(r[0].payload_offset(), kCap - 8 - 100);
+}
+
+TEST(Records, APlanStopsAtTheRingsEndSpaceAndLimit) {
+  TxWindow tx(kCap);
+  tx.commit(kCap - 128);
+  ASSERT_TRUE(tx.ack(kCap - 128));  // two units left in this lap, the ring otherwise free
+  Record r[kMaxRecords];
+  ASSERT_EQ(plan(tx, 1000, kCap, r), 2);
+  EXPECT_EQ(r[0].top, 128u);
+  EXPECT_EQ(r[0].payload, 120u);  // fills the lap
+  EXPECT_EQ(r[1].cursor, kCap);
+  EXPECT_EQ(r[1].top, kCap);  // and goes on at the top
+  EXPECT_EQ(r[1].payload, 880u);
+  EXPECT_EQ(plan(tx, 1000, 100, r), kMaxRecords);  // at most `most` bytes a record
+  EXPECT_EQ(r[0].payload, 100u);
+  TxWindow full(kCap);
+  full.commit(kCap - 64);
+  ASSERT_EQ(plan(full, 1000, kCap, r), 1);
+  EXPECT_EQ(r[0].payload, 56u);  // the last unit
+  full.commit(64);
+  EXPECT_EQ(plan(full, 1, kCap, r), 0);
+}
+
+TEST(Records, FootersAreCheckedAgainstTheirCursor) {
+  uint64_t p = 0;
+  EXPECT_TRUE(footer_payload(footer_word(640, 33), 640, p));
+  EXPECT_EQ(p, 33u);
+  EXPECT_FALSE(footer_payload(footer_word(640, 33), 704, p));  // another slot's
+  EXPECT_FALSE(footer_payload(footer_word(640, 0), 640, p));   // an empty record
+  EXPECT_TRUE(footer_landed(footer_word(0, 0)));               // its last byte is never zero
+  EXPECT_FALSE(footer_landed(footer_word(640, 33) & 0x00ffffffffffffff));  // caught half-landed
+
+  std::vector<uint8_t> mem(kCap);
+  RecordRing rx(mem.data(), kCap);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::nothing);
+  uint64_t word = htole64(footer_word(64, 10));  // the footer of a later slot, at the first
+  memcpy(mem.data() + kCap - 8, &word, 8);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::malformed);
+  word = htole64(footer_word(0, kCap));  // a payload larger than the ring
+  memcpy(mem.data() + kCap - 8, &word, 8);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::malformed);
+  word = htole64(footer_word(0, 20));
+  memcpy(mem.data() + kCap - 8, &word, 8);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::landed);
+  EXPECT_EQ(rx.readable(), 20u);
+}
+
+// Records filling the ring to the last unit: the next slot would be the first again,
+// whose footer is still there. Nothing more lands until it is read.
+TEST(Records, AFullRingTakesNothingMore) {
+  std::vector<uint8_t> mem(kCap);
+  TxWindow tx(kCap);
+  RecordRing rx(mem.data(), kCap);
+  Record r[kMaxRecords];
+  uint64_t payload = 0;
+  for (int sends = 0; sends < 8; ++sends) {
+    for (int i = 0, n = plan(tx, kCap, kCap / 4, r); i < n; ++i) {
+      put_footer(mem.data(), r[i]);
+      tx.commit(record_size(r[i].payload));
+      payload += r[i].payload;
+    }
+  }
+  ASSERT_EQ(tx.space(), 0u);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::landed);
+  EXPECT_EQ(rx.produced(), kCap);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::nothing);
+  EXPECT_EQ(rx.read(kCap, false, [&](const uint8_t*, size_t) {}), payload);
+  EXPECT_EQ(rx.readable(), 0u);
+  EXPECT_EQ(rx.scan(), RecordRing::Scan::nothing);  // their slots were cleared
+}
+
+// The peer's memory as a test stands it in: writes in flight land byte by byte in
+// address order, a random part at a time, the way an RDMA write's packets fill the ring.
+struct Fabric {
+  struct Write {
+    uint64_t offset;
+    std::vector<uint8_t> bytes;
+    size_t landed = 0;
+  };
+  std::vector<uint8_t>& mem;
+  std::deque<Write> flight;
+  void land_some(std::mt19937_64& rng) {
+    if (flight.empty()) return;
+    Write& w = flight.front();
+    size_t n = std::min<size_t>(w.bytes.size() - w.landed, 1 + rng() % 200);
+    memcpy(mem.data() + w.offset + w.landed, w.bytes.data() + w.landed, n);
+    w.landed += n;
+    if (w.landed == w.bytes.size()) flight.pop_front();
+  }
+};
+
+// A long stream with random send and read sizes, peeks, writes caught half-landed, and
+// payloads made of what would pass for the next lap's footers if consumed slots were
+// not cleared: every byte arrives once, in order.
+TEST(Records, RandomStreamWithHalfLandedWritesArrivesIntact) {
+  std::mt19937_64 rng(11);
+  std::vector<uint8_t> mem(kCap), staging(kCap);
+  Fabric net{mem, {}};
+  TxWindow tx(kCap, uint64_t{0} - 3 * kCap + 64 * 5);  // the cursors wrap around 2^64 too
+  RecordRing rx(mem.data(), kCap, tx.written());
+  RxRing& cur = rx.cursors();
+  std::deque<uint8_t> expected;
+  uint64_t sent = 0, received = 0, counter = 0;
+  const uint64_t total = 2'000'000;
+  bool starved = false;
+  while (received < total) {
+    uint64_t want = std::min<uint64_t>(rng() % 2500, total - sent);
+    Record r[kMaxRecords];
+    int n = plan(tx, want, kCap / 4, r);
+    uint64_t planned = 0;
+    for (int i = 0; i < n; ++i) {
+      for (uint64_t k = 0; k < r[i].payload; ++k) {
+        uint64_t at = r[i].payload_offset() + k;
+        uint8_t byte;
+        if (at % kUnit >= kUnit - kFooter) {  // a footer position: a forgery for the next lap
+          uint64_t next = r[i].cursor + kCap + (r[i].top - (at - at % kUnit + kUnit));
+          uint64_t fake = htole64(footer_word(next, 8));
+          byte = reinterpret_cast<uint8_t*>(&fake)[at % kFooter];
+        } else {
+          byte = static_cast<uint8_t>(counter++ * 2654435761u >> 11);
+        }
+        staging[at] = byte;
+        expected.push_back(byte);
+      }
+      put_footer(staging.data(), r[i]);
+      uint64_t off = r[i].payload_offset();
+      net.flight.push_back({off, std::vector<uint8_t>(staging.begin() + off, staging.begin() + r[i].top)});
+      tx.commit(record_size(r[i].payload));
+      planned += r[i].payload;
+    }
+    sent += planned;
+    starved = planned < want;
+    for (int k = rng() % 6; k > 0; --k) net.land_some(rng);
+    ASSERT_NE(rx.scan(), RecordRing::Scan::malformed) << "at " << rx.produced();
+    std::vector<uint8_t> out(rng() % 3000);
+    const bool peek = rng() % 5 == 0;
+    size_t pos = 0;
+    uint64_t got = rx.read(out.size(), peek, [&](const uint8_t* p, size_t k) {
+      memcpy(out.data() + pos, p, k);
+      pos += k;
+    });
+    ASSERT_EQ(pos, got);
+    for (uint64_t i = 0; i < got; ++i) ASSERT_EQ(out[i], expected[i]) << "byte " << received + i;
+    if (!peek) {
+      expected.erase(expected.begin(), expected.begin() + static_cast<long>(got));
+      received += got;
+    }
+    if (cur.credit_due(starved)) {
+      ASSERT_TRUE(tx.ack(cur.take_credit()));
+    }
+    if (tx.space() == 0 && net.flight.empty() && rx.readable() == 0) FAIL() << "stalled";
+  }
+  EXPECT_EQ(sent, total);
+}
+
+}  // namespace
+}  // namespace ferry::ring
