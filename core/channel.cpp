@@ -13,26 +13,28 @@ namespace {
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 constexpr uint32_t kSlot = wire::kControlSize;
 
-// Copies between an iovec list and pieces of ring memory, in order.
-template <class Copy>
-void walk(const iovec* iov, int iovcnt, const ring::Segment* part, int parts, Copy copy) {
+// A position in an iovec list, moved forward piece by piece.
+struct IovCursor {
+  const iovec* iov;
+  int iovcnt;
   int v = 0;
   size_t voff = 0;
-  for (int p = 0; p < parts; ++p) {
-    uint64_t off = part[p].offset, left = part[p].length;
-    while (left > 0 && v < iovcnt) {
-      size_t n = iov[v].iov_len - voff < left ? iov[v].iov_len - voff : left;
-      copy(static_cast<uint8_t*>(iov[v].iov_base) + voff, off, n);
-      off += n;
-      left -= n;
-      voff += n;
+  // Hands the next n bytes of the list (fewer if it ends) to f(app, done, length), one
+  // contiguous piece at a time; `done` counts the bytes handed before the piece.
+  template <class F>
+  void take(size_t n, F f) {
+    for (size_t done = 0; done < n && v < iovcnt;) {
+      const size_t k = iov[v].iov_len - voff < n - done ? iov[v].iov_len - voff : n - done;
+      if (k > 0) f(static_cast<uint8_t*>(iov[v].iov_base) + voff, done, k);
+      done += k;
+      voff += k;
       if (voff == iov[v].iov_len) {
         ++v;
         voff = 0;
       }
     }
   }
-}
+};
 
 size_t iov_total(const iovec* iov, int iovcnt) {
   size_t t = 0;
@@ -285,12 +287,8 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   if (want > max) want = max;
   ring::Record r[ring::kMaxRecords];
   const int n = ring::plan(tx_, want, max_record_, r);
-  ring::Segment payload[ring::kMaxRecords];
   size_t total = 0;
-  for (int i = 0; i < n; ++i) {
-    payload[i] = {r[i].payload_offset(), r[i].payload};
-    total += r[i].payload;
-  }
+  for (int i = 0; i < n; ++i) total += r[i].payload;
   if (total < want) tx_starved_ = true;
   if (total == 0) {
     if (want > 0 && blocked_sent_at_ != tx_.written()) {
@@ -300,7 +298,11 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
     return 0;
   }
   uint8_t* staging = tx_buf_.get();
-  walk(iov, iovcnt, payload, n, [&](uint8_t* app, uint64_t off, size_t k) { memcpy(staging + off, app, k); });
+  IovCursor from{iov, iovcnt};
+  for (int i = 0; i < n; ++i) {
+    uint8_t* to = staging + r[i].payload_offset();
+    from.take(r[i].payload, [&](const uint8_t* app, size_t at, size_t k) { memcpy(to + at, app, k); });
+  }
   for (int i = 0; i < n; ++i) ring::put_footer(staging, r[i]);
   if (!post_records_st(r, n)) return 0;
   for (int i = 0; i < n; ++i) tx_.commit(ring::record_size(r[i].payload));
@@ -308,20 +310,9 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
 }
 
 size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
-  int v = 0;
-  size_t voff = 0;
+  IovCursor to{iov, iovcnt};
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
-    while (n > 0) {
-      size_t k = iov[v].iov_len - voff < n ? iov[v].iov_len - voff : n;
-      memcpy(static_cast<uint8_t*>(iov[v].iov_base) + voff, ring, k);
-      ring += k;
-      n -= k;
-      voff += k;
-      if (voff == iov[v].iov_len) {
-        ++v;
-        voff = 0;
-      }
-    }
+    to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
   });
   if (!peek && got > 0 && rx_.cursors().credit_due(peer_blocked_)) give_credit_st();
   return got;

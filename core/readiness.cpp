@@ -37,8 +37,8 @@ State of(int fd, Link& link) noexcept {
   size_t readable;
   bool writable, fin, dead, tcp_pending, left_unread;
   {
+    // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
-    ch.scan_st();  // bytes land without completions
     readable = ch.readable_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();

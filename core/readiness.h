@@ -22,11 +22,12 @@ struct State {
 };
 
 // The state of an upgraded connection whose descriptor is fd (used to ask the kernel
-// socket about bytes sent before the peer's cutover and about a broken connection).
+// socket about bytes sent before the peer's cutover and about a broken connection), as
+// of the last look at it: call drive() or prepare_sleep() first.
 State of(int fd, Link& link) noexcept;
 
-// Polls the connection's completion queue unless another thread is at it. True when
-// something changed.
+// Polls the connection's completion queue and looks for records landed in its ring,
+// unless another thread is at it. True when something changed.
 bool drive(Link& link) noexcept;
 
 // Before sleeping on the link's signal (directly, or through a Waiter that now
