@@ -50,8 +50,8 @@ class Channel {
   // Receive requests go back in batches of this many, so up to kRepostBatch - 1 are off
   // the queue at any time.
   static constexpr int kRepostBatch = 16;
-  // Receive requests are taken only by control messages and by the one write that wakes
-  // a sleeping receiver (data writes take none), and those are few: credits answer the
+  // Receive requests are taken only by control messages and by the writes that wake a
+  // sleeping receiver (other data writes take none), and those are few: credits answer the
   // peer's own data, the others come once per stall, per sleep or per connection. A
   // peer that ran out would only be delayed (receiver-not-ready retries), never fail.
   // A sleep asks for at most kMostSleepWrites waking writes, and the next sleep is told
