@@ -250,7 +250,7 @@ void EpollSet::nested() noexcept {
 
 long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept {
   if (max <= 0 || !evs) return api::sys(real.epoll_pwait(epfd, evs, max, 0, mask));
-  const int64_t start = now_us();
+  Stopwatch clock;
   const int64_t spin_us = config().poll_us;
   for (int round = 0;; ++round) {
     int n;
@@ -265,7 +265,9 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       n = collect(evs, max);
       user = user_ > 0;
     }
-    const int64_t now = now_us(), elapsed = now - start;
+    // The clock only when something depends on it: the spin, the timeout, or the pace
+    // of looks at other descriptors.
+    const int64_t elapsed = n == 0 || kernel_members ? clock.elapsed_us() : 0, now = clock.last_us();
     const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
     const bool spinning = n == 0 && left != 0 && user && elapsed < spin_us;
     bool sleep = n == 0 && left != 0 && !spinning;

@@ -86,7 +86,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
     sc.user.push_back({i, std::move(s), false});
   }
   sc.kernel.push_back({w.kicker.fd(), POLLIN, 0});
-  const int64_t start = now_us();
+  Stopwatch clock;
   const int64_t spin_us = config().poll_us;
   long result = 0;
   for (int round = 0;; ++round) {
@@ -101,7 +101,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
       ready += fds[e.index].revents != 0;
     }
-    const int64_t elapsed = now_us() - start;
+    const int64_t elapsed = ready == 0 ? clock.elapsed_us() : 0;  // a call answered at once reads no clock
     const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
     const bool spinning = ready == 0 && left != 0 && elapsed < spin_us;
     bool sleep = ready == 0 && left != 0 && !spinning;

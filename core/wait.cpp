@@ -56,13 +56,13 @@ void Signal::remove(Waiter* w) noexcept {
 }
 
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept {
-  int64_t start = now_us();
-  // The clock is read once every few rounds: the sooner a round comes back to poll,
-  // the sooner a landing is seen.
+  // The clock is read once every few rounds, the first time after a few: the sooner a
+  // round comes back to poll, the sooner a landing is seen.
+  Stopwatch clock;
   for (uint32_t round = 1; spin_us > 0; ++round) {
     if (p.poll) p.poll(p.arg);
     if (s.load() != seen) return 0;
-    if (round % 8 == 0 && now_us() - start >= spin_us) break;
+    if (round % 8 == 0 && clock.elapsed_us() >= spin_us) break;
   }
   int result = 0;
   s.sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -71,7 +71,7 @@ int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, 
     if (s.load() != seen) break;
     timespec ts, *tsp = nullptr;
     if (timeout_us > 0) {
-      int64_t left = timeout_us - (now_us() - start);
+      int64_t left = timeout_us - clock.elapsed_us();
       if (left <= 0) {
         result = -EAGAIN;
         break;

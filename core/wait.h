@@ -46,6 +46,22 @@ struct Signal {
 // CLOCK_MONOTONIC in microseconds.
 int64_t now_us() noexcept;
 
+// Time since the first reading, taken from the clock only when asked: a wait answered
+// at its first look reads no clock at all (where the clock is a system call, as it is
+// without a usable TSC, it would otherwise cost more than the look).
+class Stopwatch {
+ public:
+  int64_t elapsed_us() noexcept {
+    last_ = now_us();
+    if (start_ < 0) start_ = last_;
+    return last_ - start_;
+  }
+  int64_t last_us() const noexcept { return last_; }  // the latest reading
+
+ private:
+  int64_t start_ = -1, last_ = 0;
+};
+
 // How a waiter makes progress itself: `poll` is called while spinning, `prepare_sleep`
 // once before sleeping (after the sleeper is counted); both may bump the signal. Either
 // may be null.
