@@ -12,6 +12,8 @@ namespace {
 
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 constexpr uint32_t kSlot = wire::kControlSize;
+// A spinning waiter polls the CQ one look in this many (look_st).
+constexpr uint32_t kCqEvery = 8;
 
 // A position in an iovec list, moved forward piece by piece.
 struct IovCursor {
@@ -325,6 +327,11 @@ bool Channel::land_st() {
     case ring::RecordRing::Scan::malformed: fail_st("peer wrote a malformed record or past its credits"); return true;
   }
   return false;
+}
+
+bool Channel::look_st() {
+  if (++looks_ % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_st();
+  return progress_st();
 }
 
 bool Channel::scan_st() {

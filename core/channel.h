@@ -127,6 +127,11 @@ class Channel {
 
   // Polls the CQ and applies what arrived. True when something changed.
   bool progress_st();
+  // A spinning waiter's look: the ring every time, the CQ one look in kCqEvery (what it
+  // brings, credits, control messages and send completions, can wait a few looks; ring
+  // bytes are what waiters mostly wait for) and every look until the peer's cutover is
+  // known (ring bytes come after it). True when something changed.
+  bool look_st();
   // Called by a thread about to sleep on signal(): arms completion notification and
   // looks once more, so that nothing that lands from here on goes unnoticed.
   void prepare_sleep_st();
@@ -200,6 +205,7 @@ class Channel {
   uint64_t records_at_sleep_ = 0;
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone
+  uint32_t looks_ = 0;  // look_st calls
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};
   uint32_t rx_events_ = 0, tx_events_ = 0;
   std::string error_;

@@ -259,8 +259,9 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
       std::lock_guard<std::mutex> lock(mu_);
       reconcile(epfd);
       kernel_members = others_unknown_.load() || others_.load() != 0 || user_.load() < regs_.size();
-      // Completions on an idle member's queue raise no event while nobody sleeps: every
-      // look polls them, so a program kept busy by other members still sees them.
+      // Completions on an idle member's queue raise no event while nobody sleeps: looks
+      // poll them (see Channel::look_st), so a program kept busy by other members still
+      // sees them.
       drive_all();
       n = collect(evs, max);
       user = user_ > 0;

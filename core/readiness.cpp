@@ -77,7 +77,7 @@ State of(int fd, Link& link) noexcept {
 bool drive(Link& link) noexcept {
   if (!link.established() || link.inherited) return false;
   std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
-  return lock.owns_lock() && link.channel->progress_st();
+  return lock.owns_lock() && link.channel->look_st();
 }
 
 void prepare_sleep(Link& link) noexcept {

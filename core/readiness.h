@@ -26,8 +26,8 @@ struct State {
 // of the last look at it: call drive() or prepare_sleep() first.
 State of(int fd, Link& link) noexcept;
 
-// Polls the connection's completion queue and looks for records landed in its ring,
-// unless another thread is at it. True when something changed.
+// A spinning look at the connection (Channel::look_st: its ring, and now and then its
+// completion queue), unless another thread is at it. True when something changed.
 bool drive(Link& link) noexcept;
 
 // Before sleeping on the link's signal (directly, or through a Waiter that now
