@@ -125,6 +125,7 @@ long EpollSet::ctl(int epfd, int op, int fd, epoll_event* ev, const SocketRef& s
     fresh->ev = *ev;
     fresh->user = user;
     fresh->attach(s);
+    if (fresh->link) linked_.store(true);
     if (user) ++user_;
     r = fresh.get();
     regs_.push_back(std::move(fresh));
@@ -143,6 +144,8 @@ long EpollSet::ctl(int epfd, int op, int fd, epoll_event* ev, const SocketRef& s
 }
 
 void EpollSet::reconcile(int epfd) {
+  transitions_seen_.store(Socket::transitions());
+  bool linked = false;
   for (size_t i = 0; i < regs_.size();) {
     Reg& r = *regs_[i];
     SocketRef s = r.socket.lock();
@@ -161,8 +164,26 @@ void EpollSet::reconcile(int epfd) {
       if (fd_table().get(r.fd) == s) make_inert(epfd, r.fd, r.ev);
     }
     if (r.link && nested_.load()) readiness::prepare_sleep(*r.link);
+    // A link whose upgrade failed needs nothing more: its socket stays on TCP for good.
+    linked = linked || (r.link && r.link->phase.load() != Link::Phase::failed);
     ++i;
   }
+  linked_.store(linked);
+}
+
+bool EpollSet::quiet() const noexcept {
+  return user_.load() == 0 && !linked_.load() && !nested_.load() && Socket::transitions() == transitions_seen_.load();
+}
+
+long EpollSet::wait_kernel(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask,
+                           bool& kicked) noexcept {
+  if (timeout_us != 0) stats::add(stats::g.ready_sleeps, 1);
+  const int k = real.epoll_pwait(epfd, evs, max, to_ms(timeout_us), mask);
+  if (k <= 0) return k < 0 ? -errno : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const int n = filter(evs, k);
+  kicked = n < k;
+  return n;
 }
 
 int EpollSet::collect(epoll_event* evs, int max) {
@@ -250,6 +271,13 @@ void EpollSet::nested() noexcept {
 
 long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept {
   if (max <= 0 || !evs) return api::sys(real.epoll_pwait(epfd, evs, max, 0, mask));
+  if (quiet()) {
+    // Nothing to look at in user space: one system call, unless all it brought was the
+    // kicker (then the loop below looks again).
+    bool kicked = false;
+    const long k = wait_kernel(epfd, evs, max, timeout_us, mask, kicked);
+    if (k != 0 || !kicked || timeout_us == 0) return k;
+  }
   Stopwatch clock;
   const int64_t spin_us = config().poll_us;
   for (int round = 0;; ++round) {

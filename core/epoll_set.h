@@ -54,6 +54,12 @@ class EpollSet {
   // Drops kernel events that are ferry's own or belong to upgraded sockets.
   int filter(epoll_event* evs, int n);
   void drive_all();
+  // The kernel's answer is the whole answer, as a full look would find: no member is
+  // upgraded or on its way (none has a link) and no socket of the process changed
+  // transport since the last reconcile().
+  bool quiet() const noexcept;
+  // The kernel set's events without ferry's own; `kicked` when the kicker was among them.
+  long wait_kernel(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask, bool& kicked) noexcept;
   // Completions on every upgraded member wake the poller while this set sleeps.
   void prepare_sleep();
 
@@ -70,6 +76,8 @@ class EpollSet {
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};
   std::atomic<bool> used_{false};  // has held a TCP socket: waits go through wait()'s loop
+  std::atomic<bool> linked_{true};  // some member's socket has a link (as of reconcile() or ctl)
+  std::atomic<uint64_t> transitions_seen_{0};  // Socket::transitions() as reconcile() began
 };
 
 // epoll instances ferry has a set for, by descriptor (dup'ed descriptors share it).

@@ -44,9 +44,17 @@ Socket::~Socket() {
   if (link || role() == Role::listener) upgrade::release(*this);
 }
 
+namespace {
+std::atomic<uint64_t> g_transitions{0};
+}  // namespace
+
 bool Socket::transition(Transport from, Transport to) noexcept {
   if (!legal(from, to)) return false;
-  return transport_.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+  if (!transport_.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return false;
+  g_transitions.fetch_add(1, std::memory_order_seq_cst);
+  return true;
 }
+
+uint64_t Socket::transitions() noexcept { return g_transitions.load(std::memory_order_seq_cst); }
 
 }  // namespace ferry

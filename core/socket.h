@@ -47,6 +47,9 @@ class Socket {
   // The only way the transport changes: succeeds iff the legal edge `from -> to`
   // is taken from the current state.
   bool transition(Transport from, Transport to) noexcept;
+  // Transitions taken by every socket of the process so far: while it stands still, no
+  // socket changed transport.
+  static uint64_t transitions() noexcept;
 
   // Options that matter once bytes bypass the kernel. Stored after the kernel
   // accepted them, so they always mirror the kernel socket's own values.

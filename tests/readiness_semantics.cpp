@@ -453,6 +453,65 @@ long cpu_ticks(const char* comm) {
 
 // An upgraded connection left idle, its owner asleep in epoll_wait: the poller and the
 // whole process use (almost) no CPU.
+// A connected pair over loopback, which stays on kernel TCP under ferry too (no RDMA
+// route): the members of an epoll set that ferry leaves to the kernel.
+struct TcpPair {
+  int c = -1, s = -1;
+  TcpPair() {
+    const char* ip = g_ip;
+    g_ip = "127.0.0.1";
+    sockaddr_in a;
+    int l = fresh_listener(&a);
+    g_ip = ip;
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+    s = accept(l, nullptr, nullptr);
+    close(l);
+  }
+  ~TcpPair() {
+    if (c >= 0) close(c);
+    if (s >= 0) close(s);
+  }
+};
+
+// A set whose members all stay on TCP, joined for a while by an upgraded connection:
+// its events come from the kernel before, from user space during, and from the kernel
+// again after.
+void tcp_members() {
+  puts("epoll over TCP members, then an upgraded one");
+  TcpPair t;
+  nonblock(t.c);
+  int ep = epoll_create1(0);
+  add(ep, t.c, EPOLLIN | EPOLLRDHUP, 0);
+  char buf[16];
+  show_wait("idle", ep, 0);
+  show_wait("idle 50 ms", ep, 50);
+  show("peer send 3", send(t.s, "abc", 3, 0));
+  show_wait("after data", ep, kLong);
+  show_wait("again", ep, 0);
+  show("read", read(t.c, buf, sizeof buf));
+  show_wait("drained", ep, 0);
+  {
+    Pair p;
+    add(ep, p.c, EPOLLIN, 1);
+    show_wait("with the upgraded one, idle", ep, 0);
+    show("its peer send 2", send(p.s, "xy", 2, 0));
+    show_wait("its data", ep, kLong);
+    show("read", read(p.c, buf, sizeof buf));
+    show("del", epoll_ctl(ep, EPOLL_CTL_DEL, p.c, nullptr));
+  }
+  show_wait("TCP member alone again", ep, 0);
+  show_wait("idle 50 ms", ep, 50);
+  show("peer send 2", send(t.s, "de", 2, 0));
+  show_wait("after data", ep, kLong);
+  show("read", read(t.c, buf, sizeof buf));
+  show_wait("drained 20 ms", ep, 20);
+  close(t.s);
+  t.s = -1;
+  show_wait("peer closed", ep, kLong);
+  close(ep);
+}
+
 void idle() {
   puts("idle connection for 10 s");
   Pair p;
@@ -502,6 +561,7 @@ int main(int argc, char** argv) {
   timed("wakeups", wakeups);
   timed("nonblocking_connect", nonblocking_connect);
   timed("stress", stress);
+  timed("tcp_members", tcp_members);
   timed("idle", idle);
   printf("connections: %d\n", g_upgrades / 2);
   puts("done");
