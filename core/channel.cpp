@@ -25,6 +25,12 @@ struct IovCursor {
   // contiguous piece at a time; `done` counts the bytes handed before the piece.
   template <class F>
   void take(size_t n, F f) {
+    if (iovcnt == 1 && v == 0 && voff == 0 && n > 0 && n <= iov->iov_len) {  // the usual case: one buffer, one piece
+      f(static_cast<uint8_t*>(iov->iov_base), 0, n);
+      voff = n;
+      if (n == iov->iov_len) v = 1;
+      return;
+    }
     for (size_t done = 0; done < n && v < iovcnt;) {
       const size_t k = iov[v].iov_len - voff < n - done ? iov[v].iov_len - voff : n - done;
       if (k > 0) f(static_cast<uint8_t*>(iov[v].iov_base) + voff, done, k);

@@ -50,11 +50,13 @@ inline bool footer_payload(uint64_t word, uint64_t cursor, uint64_t& payload) {
   return payload > 0;
 }
 
-// One record of a send: its cursor, the top of its slot, and its payload length.
+// One record of a send: its cursor, the top of its slot, and its payload length. No
+// member initializers: plan() fills the records it returns, and a send's array of them
+// is not cleared first.
 struct Record {
-  uint64_t cursor = 0;
-  uint64_t top = 0;
-  uint64_t payload = 0;
+  uint64_t cursor;
+  uint64_t top;
+  uint64_t payload;
   uint64_t payload_offset() const { return top - kFooter - payload; }
 };
 
