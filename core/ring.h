@@ -20,34 +20,6 @@ constexpr bool valid_capacity(uint64_t c) {
   return c >= kMinCapacity && c <= kMaxCapacity && (c & (c - 1)) == 0;
 }
 
-// A contiguous piece of the ring: [offset, offset + length).
-struct Segment {
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
-
-// Up to two segments: a range that runs past the end of the ring continues at 0.
-struct Span {
-  Segment part[2];
-  int count = 0;
-  uint64_t total() const { return part[0].length + (count > 1 ? part[1].length : 0); }
-};
-
-// The range [cursor, cursor + length) of a ring of `capacity` bytes.
-inline Span span_at(uint64_t capacity, uint64_t cursor, uint64_t length) {
-  Span s;
-  if (length == 0) return s;
-  uint64_t off = cursor & (capacity - 1);
-  uint64_t first = capacity - off < length ? capacity - off : length;
-  s.part[0] = {off, first};
-  s.count = 1;
-  if (first < length) {
-    s.part[1] = {0, length - first};
-    s.count = 2;
-  }
-  return s;
-}
-
 // The sender's view of the peer's ring.
 class TxWindow {
  public:
@@ -59,8 +31,7 @@ class TxWindow {
   uint64_t in_flight() const { return written_ - acked_; }
   uint64_t space() const { return capacity_ - in_flight(); }
 
-  // Where the next min(want, space()) bytes go. Nothing changes until commit().
-  Span reserve(uint64_t want) const { return span_at(capacity_, written_, want < space() ? want : space()); }
+  // n more bytes were written (core/records.h plans where).
   void commit(uint64_t n) { written_ += n; }
 
   // The peer says it has consumed everything before `consumed`. A cursor that goes
@@ -96,8 +67,6 @@ class RxRing {
     return true;
   }
 
-  // The readable bytes (up to max) in ring order.
-  Span peek(uint64_t max) const { return span_at(capacity_, consumed_, max < readable() ? max : readable()); }
   void consume(uint64_t n) { consumed_ += n < readable() ? n : readable(); }
 
   // Credit returns are batched: send the consumer cursor once a quarter of the ring has
