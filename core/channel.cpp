@@ -237,7 +237,7 @@ bool Channel::post_records_st(const ring::Record* r, int n) {
   ibv_sge sge[ring::kMaxRecords];
   ibv_send_wr wr[ring::kMaxRecords];
   for (int i = 0; i < n; ++i) {
-    const uint64_t off = r[i].payload_offset(), len = r[i].payload + ring::kFooter;
+    const uint64_t off = r[i].payload_offset(), len = r[i].payload + r[i].tail();
     wr[i] = {};
     sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + off), static_cast<uint32_t>(len), tx_mr_->lkey};
     wr[i].sg_list = &sge[i];
@@ -311,9 +311,9 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
     uint8_t* to = staging + r[i].payload_offset();
     from.take(r[i].payload, [&](const uint8_t* app, size_t at, size_t k) { memcpy(to + at, app, k); });
   }
-  for (int i = 0; i < n; ++i) ring::put_footer(staging, r[i]);
+  for (int i = 0; i < n; ++i) ring::seal(staging, r[i]);
   if (!post_records_st(r, n)) return 0;
-  for (int i = 0; i < n; ++i) tx_.commit(ring::record_size(r[i].payload));
+  for (int i = 0; i < n; ++i) tx_.commit(r[i].size());
   return total;
 }
 

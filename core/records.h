@@ -10,6 +10,16 @@
 // cursor alone), and since a write's bytes land in address order, the whole record has
 // landed once its footer has.
 //
+// One shape of record has no footer: a whole record, exactly kWhole (4096) bytes of
+// payload filling a slot of kWhole bytes. A 4096-byte message with a footer is 4104
+// bytes, one packet more than the payload needs on a 4096-byte path MTU; without it,
+// one. The receiver tells the shapes apart by the word in the slot's last 8 bytes: a
+// footer written for the record's cursor, or else (landed, but no footer of this
+// cursor) the end of a whole record's payload. So the sender sends a whole record only
+// when the payload's last 8 bytes could not pass for a footer of that cursor and its
+// last byte is not zero (the landing test, as for footers); otherwise the message goes
+// with a footer, as any other.
+//
 // What the receiver reads before a footer lands must never pass for one. Footers only
 // ever sit in the last 8 bytes of a 64-byte unit (slots are whole units from the top),
 // and the receiver zeroes those 8 bytes of every unit of a record once it consumed it,
@@ -31,6 +41,7 @@ namespace ferry::ring {
 constexpr uint64_t kUnit = 64;
 constexpr uint64_t kFooter = 8;
 constexpr int kMaxRecords = 4;  // per send: a lap's end costs one more
+constexpr uint64_t kWhole = 4096;
 
 inline uint64_t record_size(uint64_t payload) { return (payload + kFooter + kUnit - 1) & ~(kUnit - 1); }
 inline uint64_t top_of(uint64_t capacity, uint64_t cursor) { return capacity - (cursor & (capacity - 1)); }
@@ -50,19 +61,46 @@ inline bool footer_payload(uint64_t word, uint64_t cursor, uint64_t& payload) {
   return payload > 0;
 }
 
-// One record of a send: its cursor, the top of its slot, and its payload length. No
-// member initializers: plan() fills the records it returns, and a send's array of them
-// is not cleared first.
+// A landed word at the end of the slot at `cursor` whose top is `top`: the payload
+// length and whether it is a whole record (no footer). False when it is neither.
+inline bool record_at(uint64_t word, uint64_t cursor, uint64_t top, uint64_t& payload, bool& whole) {
+  whole = !footer_payload(word, cursor, payload);
+  if (whole) payload = kWhole;
+  return payload + (whole ? 0 : kFooter) <= top;
+}
+inline uint64_t slot_size(uint64_t payload, bool whole) { return whole ? kWhole : record_size(payload); }
+
+// Whether a whole record at `cursor` may carry a payload ending in `last` (its last 8
+// bytes, as a little-endian word): it must read as landed and as no footer of its cursor.
+inline bool whole_fits(uint64_t last, uint64_t cursor) {
+  uint64_t payload;
+  return footer_landed(last) && !footer_payload(last, cursor, payload);
+}
+
+// One record of a send: its cursor, the top of its slot, its payload length and shape.
+// No member initializers: plan() fills the records it returns, and a send's array of
+// them is not cleared first.
 struct Record {
   uint64_t cursor;
   uint64_t top;
   uint64_t payload;
-  uint64_t payload_offset() const { return top - kFooter - payload; }
+  bool whole;
+  uint64_t tail() const { return whole ? 0 : kFooter; }  // bytes above the payload
+  uint64_t payload_offset() const { return top - tail() - payload; }
+  uint64_t size() const { return slot_size(payload, whole); }
+  // A whole record whose payload ended up unfit (whole_fits) becomes an ordinary one:
+  // moves the payload down under where its footer goes (plan() left the room).
+  void unwhole(uint8_t* mem) {
+    memmove(mem + top - kFooter - payload, mem + top - payload, payload);
+    whole = false;
+  }
 };
 
 // The records that carry up to `want` bytes as the window stands: each at most
 // `most` bytes of payload, none crossing the ring's end (a send that reaches it is
-// split there). Returns how many; the window does not change.
+// split there). A send of exactly kWhole bytes is planned as a whole record when an
+// ordinary one would fit in its place too (see Record::unwhole). Returns how many; the
+// window does not change.
 inline int plan(const TxWindow& tx, uint64_t want, uint64_t most, Record out[kMaxRecords]) {
   int n = 0;
   uint64_t cursor = tx.written(), space = tx.space();
@@ -71,7 +109,8 @@ inline int plan(const TxWindow& tx, uint64_t want, uint64_t most, Record out[kMa
     uint64_t room = (top < space ? top : space) - kFooter;
     if (room > most) room = most;
     const uint64_t payload = want < room ? want : room;
-    out[n++] = {cursor, top, payload};
+    const bool whole = n == 0 && want == kWhole && room >= kWhole;
+    out[n++] = {cursor, top, payload, whole};
     cursor += record_size(payload);
     space -= record_size(payload);
     want -= payload;
@@ -79,8 +118,16 @@ inline int plan(const TxWindow& tx, uint64_t want, uint64_t most, Record out[kMa
   return n;
 }
 
-// Writes record r's footer into `mem`, a copy of the peer's ring laid out the same way.
-inline void put_footer(uint8_t* mem, const Record& r) {
+// Finishes record r in `mem`, a copy of the peer's ring laid out the same way, once its
+// payload is there: a whole record stays whole if its payload allows, any other gets
+// its footer.
+inline void seal(uint8_t* mem, Record& r) {
+  if (r.whole) {
+    uint64_t last;
+    memcpy(&last, mem + r.top - kFooter, sizeof last);
+    if (whole_fits(le64toh(last), r.cursor)) return;
+    r.unwhole(mem);
+  }
   const uint64_t word = htole64(footer_word(r.cursor, r.payload));
   memcpy(mem + r.top - kFooter, &word, sizeof word);
 }
@@ -100,8 +147,8 @@ class RecordRing {
       const uint64_t word = le64toh(__atomic_load_n(reinterpret_cast<const uint64_t*>(mem_ + top - kFooter), __ATOMIC_ACQUIRE));
       if (!footer_landed(word)) return result;
       uint64_t payload;
-      if (!footer_payload(word, cursor, payload) || payload + kFooter > top || !ring_.land(record_size(payload)))
-        return Scan::malformed;
+      bool whole;
+      if (!record_at(word, cursor, top, payload, whole) || !ring_.land(slot_size(payload, whole))) return Scan::malformed;
       ready_ += payload;
       ++records_;
       result = Scan::landed;
@@ -126,15 +173,16 @@ class RecordRing {
     if (max > ready_) max = ready_;
     while (done < max && at < end) {
       const uint64_t top = top_of(ring_.capacity(), start + at);
-      uint64_t payload = payload_at(top);
+      bool whole;
+      uint64_t payload = payload_at(start + at, top, whole);
       if (payload < offset) payload = offset;
       const uint64_t n = payload - offset < max - done ? payload - offset : max - done;
-      copy(mem_ + top - kFooter - payload + offset, n);
+      copy(mem_ + top - (whole ? 0 : kFooter) - payload + offset, n);
       done += n;
       offset += n;
       if (offset < payload) break;
-      if (!peek) clear(top, record_size(payload));
-      at += record_size(payload);
+      if (!peek) clear(top, slot_size(payload, whole));
+      at += slot_size(payload, whole);
       offset = 0;
     }
     if (!peek) {
@@ -146,11 +194,17 @@ class RecordRing {
   }
 
  private:
-  uint64_t payload_at(uint64_t top) const {
+  // The record whose slot at `cursor` ends at `top`, as its last word says now, kept
+  // within the ring whatever the word says (with `offset_` bytes of it read, at most).
+  uint64_t payload_at(uint64_t cursor, uint64_t top, bool& whole) const {
     uint64_t word;
     memcpy(&word, mem_ + top - kFooter, sizeof word);
-    const uint64_t payload = static_cast<uint32_t>(le64toh(word));
-    return payload + kFooter <= top ? payload : top - kFooter;
+    uint64_t payload;
+    if (!record_at(le64toh(word), cursor, top, payload, whole)) {
+      whole = false;
+      payload = top - kFooter;
+    }
+    return payload;
   }
   // The footer positions of the slot [top - size, top).
   void clear(uint64_t top, uint64_t size) {

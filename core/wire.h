@@ -10,7 +10,7 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 2;  // 2: records found in memory (core/records.h)
+constexpr uint8_t kVersion = 3;  // 2: records found in memory (core/records.h); 3: whole records
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {
