@@ -194,8 +194,8 @@ class RecordRing {
   }
 
  private:
-  // The record whose slot at `cursor` ends at `top`, as its last word says now, kept
-  // within the ring whatever the word says (with `offset_` bytes of it read, at most).
+  // The record whose slot at `cursor` ends at `top`, as its last word says now: the
+  // peer may have rewritten it since scan(), so whatever it says is kept within the ring.
   uint64_t payload_at(uint64_t cursor, uint64_t top, bool& whole) const {
     uint64_t word;
     memcpy(&word, mem_ + top - kFooter, sizeof word);
