@@ -458,11 +458,8 @@ long cpu_ticks(const char* comm) {
 struct TcpPair {
   int c = -1, s = -1;
   TcpPair() {
-    const char* ip = g_ip;
-    g_ip = "127.0.0.1";
     sockaddr_in a;
-    int l = fresh_listener(&a);
-    g_ip = ip;
+    int l = fresh_listener(&a, "127.0.0.1");
     c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
     s = accept(l, nullptr, nullptr);

@@ -52,15 +52,15 @@ inline void wait_upgraded(int n) {
   fprintf(stderr, "connection %d never reached RDMA\n", n);
 }
 
-// A listening socket on the next fresh port of g_ip; its address in *a.
-inline int fresh_listener(sockaddr_in* a) {
+// A listening socket on the next fresh port of `ip`; its address in *a.
+inline int fresh_listener(sockaddr_in* a, const char* ip = g_ip) {
   int l = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   *a = sockaddr_in{};
   a->sin_family = AF_INET;
   a->sin_port = htons(static_cast<uint16_t>(++g_port));
-  inet_pton(AF_INET, g_ip, &a->sin_addr);
+  inet_pton(AF_INET, ip, &a->sin_addr);
   if (bind(l, reinterpret_cast<sockaddr*>(a), sizeof *a) || listen(l, 4)) perror("listen");
   return l;
 }
