@@ -52,6 +52,7 @@ long dup(int fd) noexcept;
 long dup2(int fd, int newfd) noexcept;
 long dup3(int fd, int newfd, int flags) noexcept;
 long close_range(unsigned first, unsigned last, int flags) noexcept;
+void closefrom(int lowfd) noexcept;
 long fcntl(int fd, int cmd, void* arg) noexcept;
 long ioctl(int fd, unsigned long request, void* arg) noexcept;
 

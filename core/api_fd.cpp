@@ -2,13 +2,17 @@
 
 #include "core/epoll_set.h"
 #include "core/fdtable.h"
-#include "core/log.h"
+#include "core/own_fd.h"
 #include "core/stream.h"
 #include "core/upgrade.h"
 
 #include <fcntl.h>
+#include <dirent.h>
 #include <linux/close_range.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+
+#include <vector>
 
 namespace ferry::api {
 namespace {
@@ -29,7 +33,8 @@ void alias(int from, long fd) noexcept {
   alias_in(epoll_sets(), from, static_cast<int>(fd));
 }
 
-bool is_log_fd(int fd) noexcept { return fd >= 0 && fd == log::private_fd(); }
+// ferry's own descriptors do not exist as far as the program is concerned.
+bool ours(int fd) noexcept { return own::owns(fd); }
 
 // fd is about to stop referring to its socket (close, or dup2/dup3 over it).
 void closing(int fd) noexcept {
@@ -39,8 +44,7 @@ void closing(int fd) noexcept {
 }  // namespace
 
 long close(int fd) noexcept {
-  // ferry's own log descriptor does not exist as far as the app is concerned.
-  if (is_log_fd(fd)) return -EBADF;
+  if (ours(fd)) return -EBADF;
   // Untrack first: once the kernel frees the number another thread may reuse it.
   SocketRef s = fd_table().take(fd);
   if (s && s->link) upgrade::closing(fd, *s);
@@ -49,14 +53,16 @@ long close(int fd) noexcept {
 }
 
 long dup(int fd) noexcept {
+  if (ours(fd)) return -EBADF;
   long r = sys(real.dup(fd));
   alias(fd, r);
   return r;
 }
 
 long dup2(int fd, int newfd) noexcept {
-  if (is_log_fd(fd)) return -EBADF;
-  if (is_log_fd(newfd)) log::move_private_fd();
+  if (ours(fd)) return -EBADF;
+  // The program gets the number it asked for; ferry's descriptor moves elsewhere.
+  if (ours(newfd) && !own::make_way(newfd)) return -EMFILE;
   if (fd != newfd) closing(newfd);
   long r = sys(real.dup2(fd, newfd));
   if (r >= 0 && fd != newfd) alias(fd, r);
@@ -64,8 +70,8 @@ long dup2(int fd, int newfd) noexcept {
 }
 
 long dup3(int fd, int newfd, int flags) noexcept {
-  if (is_log_fd(fd)) return -EBADF;
-  if (is_log_fd(newfd) && fd != newfd) log::move_private_fd();
+  if (ours(fd)) return -EBADF;
+  if (ours(newfd) && fd != newfd && !own::make_way(newfd)) return -EMFILE;
   if (fd != newfd) closing(newfd);
   long r = sys(real.dup3(fd, newfd, flags));
   alias(fd, r);
@@ -73,7 +79,6 @@ long dup3(int fd, int newfd, int flags) noexcept {
 }
 
 long close_range(unsigned first, unsigned last, int flags) noexcept {
-  int log_fd = log::private_fd();
   bool closes = !(flags & CLOSE_RANGE_CLOEXEC);
   if (closes && first <= last) {
     fd_table().for_each([&](int fd, const SocketRef& s) {
@@ -83,18 +88,34 @@ long close_range(unsigned first, unsigned last, int flags) noexcept {
     fd_table().take_range(first, last);
     epoll_sets().take_range(first, last);
   }
-  if (log_fd < 0 || first > last || static_cast<unsigned>(log_fd) < first || static_cast<unsigned>(log_fd) > last)
-    return sys(real.close_range(first, last, flags));
-  // Close around ferry's log descriptor.
-  unsigned lf = static_cast<unsigned>(log_fd);
+  if (first > last) return sys(real.close_range(first, last, flags));
+  // Closes around ferry's own descriptors.
   long r = 0;
-  if (lf > first) r = sys(real.close_range(first, lf - 1, flags));
-  if (r == 0 && lf < last) r = sys(real.close_range(lf + 1, last, flags));
+  own::around(first, last, [&](unsigned lo, unsigned hi) {
+    long k = sys(real.close_range(lo, hi, flags));
+    if (r == 0) r = k;
+  });
   return r;
 }
 
+void closefrom(int lowfd) noexcept {
+  if (lowfd < 0) lowfd = 0;
+  if (close_range(static_cast<unsigned>(lowfd), ~0U, 0) != -ENOSYS) return;
+  // A kernel without close_range: every open descriptor from lowfd, one by one.
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return;
+  int self = dirfd(d);
+  std::vector<int> fds;
+  while (dirent* e = readdir(d)) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] != '.' && fd >= lowfd && fd != self) fds.push_back(fd);
+  }
+  closedir(d);
+  for (int fd : fds) close(fd);
+}
+
 long fcntl(int fd, int cmd, void* arg) noexcept {
-  if (is_log_fd(fd)) return -EBADF;
+  if (ours(fd)) return -EBADF;
   long r = sys(real.fcntl(fd, cmd, arg));
   if (r < 0) return r;
   switch (cmd) {

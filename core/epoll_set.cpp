@@ -6,6 +6,7 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <new>
 
 namespace ferry {
 namespace {
@@ -339,6 +340,16 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
     }
     if (left == 0) return 0;
   }
+}
+
+void EpollSet::after_fork_child() noexcept {
+  new (&mu_) std::mutex;
+  kicker_.after_fork_child(nested_.load() ? 1 : 0);
+}
+
+void EpollSet::links(std::vector<std::shared_ptr<Link>>& out) const {
+  for (auto& r : regs_)
+    if (r->link) out.push_back(r->link);
 }
 
 FdMap<EpollSet>& epoll_sets() noexcept {

@@ -42,6 +42,14 @@ class EpollSet {
   // The instance existed before ferry saw it: what else it holds is unknown, for good.
   void others_unknown() noexcept { others_unknown_.store(true); }
 
+  // Around fork (core/forking.cpp): the forking thread holds the set's lock, so the
+  // child's copy of the registrations is whole; in the child the lock is fresh and the
+  // kicker's sleepers (other threads) are gone. links() needs the lock held.
+  void lock_for_fork() noexcept { mu_.lock(); }
+  void unlock_after_fork() noexcept { mu_.unlock(); }
+  void after_fork_child() noexcept;
+  void links(std::vector<std::shared_ptr<Link>>& out) const;
+
  private:
   struct Reg;
   EpollSet() = default;

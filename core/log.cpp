@@ -3,12 +3,13 @@
 #include <time.h>
 
 #include "core/libc.h"
+#include "core/own_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/resource.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,8 @@ constinit std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
 namespace {
 
 constinit std::atomic<int> g_fd{-1};
+// Writers between reading g_fd and their write's end: a move waits for them.
+constinit std::atomic<int> g_users{0};
 
 const char* level_name(LogLevel l) {
   switch (l) {
@@ -33,30 +36,23 @@ const char* level_name(LogLevel l) {
   }
 }
 
-// A descriptor number apps are unlikely to ask for by name.
-int high_fd_floor() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1000;
-  long floor = static_cast<long>(rl.rlim_cur) - 64;
-  return floor > 1000 ? 1000 : (floor < 10 ? 10 : static_cast<int>(floor));
+// The program wants the log's number: writers use the new one from here on.
+void move_log(int, int to) {
+  g_fd.store(to);
+  while (g_users.load() > 0) sched_yield();
 }
 
 int open_private(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  int high = real.fcntl(fd, F_DUPFD_CLOEXEC, high_fd_floor());
-  if (high >= 0) {
-    real.close(fd);
-    return high;
-  }
-  return fd;
+  return fd < 0 ? -1 : own::adopt(fd, move_log);
 }
 
 }  // namespace
 
 void write_raw(const char* text, size_t len) noexcept {
   int saved = errno;
-  int fd = g_fd.load(std::memory_order_relaxed);
+  g_users.fetch_add(1);
+  int fd = g_fd.load();
   if (fd < 0) fd = STDERR_FILENO;
   for (size_t off = 0; off < len;) {
     ssize_t w = real.write(fd, text + off, len - off);
@@ -64,6 +60,7 @@ void write_raw(const char* text, size_t len) noexcept {
     if (w <= 0) break;
     off += static_cast<size_t>(w);
   }
+  g_users.fetch_sub(1);
   errno = saved;
 }
 
@@ -93,21 +90,14 @@ void open(const Config& c, long pid) noexcept {
 }
 
 void reopen_after_fork(const Config& c, long pid) noexcept {
+  g_users.store(0);  // writers of other threads do not exist here
   if (c.log_file.find("%p") == std::string::npos) return;
-  int old = g_fd.exchange(-1);
+  int old = own::release(g_fd);
+  g_fd.store(-1);
   if (old >= 0) real.close(old);
   open(c, pid);
 }
 
 int private_fd() noexcept { return g_fd.load(std::memory_order_relaxed); }
-
-void move_private_fd() noexcept {
-  int old = g_fd.load();
-  if (old < 0) return;
-  int moved = real.fcntl(old, F_DUPFD_CLOEXEC, old + 1);
-  if (moved < 0) moved = real.fcntl(old, F_DUPFD_CLOEXEC, 3);
-  g_fd.store(moved);
-  real.close(old);
-}
 
 }  // namespace ferry::log

@@ -26,15 +26,15 @@ void write(LogLevel level, const char* module, const char* fmt, ...) noexcept
 // Writes text as is (no prefix), whatever the level.
 void write_raw(const char* text, size_t len) noexcept;
 
-// Opens FERRY_LOG_FILE (if set) on a high, close-on-exec descriptor and sets the level.
+// Opens FERRY_LOG_FILE (if set) on a high, close-on-exec descriptor of ferry's own
+// (core/own_fd.h) and sets the level.
 void open(const Config& c, long pid) noexcept;
 // After fork: a per-pid log file is reopened for the child.
 void reopen_after_fork(const Config& c, long pid) noexcept;
 
-// The descriptor ferry writes its log to, or -1 when that is the app's stderr.
+// The descriptor ferry writes its log to, or -1 when that is the app's stderr. It is
+// one of ferry's own descriptors (core/own_fd.h).
 int private_fd() noexcept;
-// Moves the private descriptor out of the way of an app that wants its number.
-void move_private_fd() noexcept;
 
 }  // namespace ferry::log
 

@@ -9,6 +9,7 @@
 #include "core/stats.h"
 
 #include <algorithm>
+#include <new>
 #include <vector>
 
 namespace ferry {
@@ -21,6 +22,7 @@ struct ThreadWaiter final : Waiter {
   bool ok = kicker.open();
   void wake() noexcept override { kicker.kick(); }
   bool listening() const noexcept override { return kicker.armed(); }
+  bool per_thread() const noexcept override { return true; }
 };
 
 ThreadWaiter& thread_waiter() {
@@ -52,6 +54,14 @@ int user_revents(const pollfd& p, Entry& e) {
 timespec to_timespec(int64_t us) { return timespec{us / 1000000, (us % 1000000) * 1000}; }
 
 }  // namespace
+
+void poll_mixed_after_fork_child() noexcept {
+  ThreadWaiter& w = thread_waiter();
+  w.kicker.~Kicker();
+  new (&w.kicker) readiness::Kicker;
+  w.ok = w.kicker.open();
+  scratch().user.clear();
+}
 
 bool needs_user_space(const pollfd* fds, nfds_t n) noexcept {
   if (!fds) return false;

@@ -19,4 +19,8 @@ bool needs_user_space(const pollfd* fds, nfds_t n) noexcept;
 // poll/ppoll semantics; timeout_us < 0 waits forever. Returns the count or -errno.
 long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask) noexcept;
 
+// In a forked child: the forking thread's waiter gets an eventfd of its own (the
+// inherited one is shared with the parent's thread).
+void poll_mixed_after_fork_child() noexcept;
+
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #include "core/config.h"
 #include "core/libc.h"
 #include "core/log.h"
+#include "core/own_fd.h"
 #include "core/rdma.h"
 #include "core/stats.h"
 #include "core/upgrade.h"
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -38,8 +40,13 @@ struct Poller {
   std::mutex start_mu;
   std::atomic<State> state{State::unknown};
   rdma::EventChannel cm;
-  int epfd = -1;
-  int wake_fd = -1;
+  // ferry's own descriptors (core/own_fd.h), moved when the program wants their numbers.
+  std::atomic<int> epfd{-1};
+  std::atomic<int> wake_fd{-1};
+  // Calls of other threads between reading epfd or wake_fd and their system call's end.
+  std::atomic<int> fd_users{0};
+  // Rounds of work done (counted under fork_gate).
+  std::atomic<uint64_t> rounds{0};
   boost::lockfree::queue<std::function<void()>*> work{64};
   std::vector<Timer> timers;
   std::set<rdma::Device*> devices;
@@ -63,6 +70,16 @@ constexpr auto kRecheckMost = std::chrono::milliseconds(40);
 Poller* g_poller = new Poller;
 
 Poller& P() { return *g_poller; }
+
+thread_local bool t_poller_thread = false;
+
+// Keeps a descriptor number of the poller's from moving under a call that uses it.
+struct FdUse {
+  FdUse() { P().fd_users.fetch_add(1); }
+  ~FdUse() { P().fd_users.fetch_sub(1); }
+  FdUse(const FdUse&) = delete;
+  FdUse& operator=(const FdUse&) = delete;
+};
 
 // Tags for the epoll data of ferry's own descriptors; watchers are pointers.
 constexpr uint64_t kWakeTag = 1;
@@ -138,6 +155,7 @@ int next_timeout_ms() {
 }
 
 void loop() {
+  t_poller_thread = true;
   pthread_setname_np(pthread_self(), "ferry-poller");
   // The program's signals go to the program's threads; faults stay deliverable here so
   // that FERRY_BACKTRACE can report them.
@@ -146,15 +164,19 @@ void loop() {
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   epoll_event evs[64];
+  // Read under the gate only: a move publishes the new number under it, then waits for
+  // a round (see move_fd).
+  int epfd = P().epfd.load();
   for (;;) {
-    int n = real.epoll_wait(P().epfd, evs, 64, next_timeout_ms());
+    int n = real.epoll_wait(epfd, evs, 64, next_timeout_ms());
     std::lock_guard<std::mutex> gate(P().fork_gate);
+    P().rounds.fetch_add(1);
     stats::add(stats::g.poller_wakeups, 1);
     for (int i = 0; i < n; ++i) {
       uint64_t tag = evs[i].data.u64;
       if (tag == kWakeTag) {
         uint64_t v;
-        while (real.read(P().wake_fd, &v, sizeof v) > 0) {
+        while (real.read(P().wake_fd.load(), &v, sizeof v) > 0) {
         }
       } else if (tag == kCmTag) {
         handle_cm_st();
@@ -171,6 +193,7 @@ void loop() {
     }
     run_timers_st();
     upgrade::end_of_batch_st();
+    epfd = P().epfd.load();
   }
 }
 
@@ -178,7 +201,13 @@ bool add_fd(int fd, uint64_t tag) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = tag;
-  return real.epoll_ctl(P().epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+  FdUse use;
+  return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+// A move of one of the poller's own descriptors.
+own::Mover moves(std::atomic<int>& field) {
+  return [&field](int, int to) { move_fd(to, [&field](int n) { field.store(n); }); };
 }
 
 // One clear message for each device FERRY_DEVICES names that does not exist.
@@ -217,8 +246,9 @@ bool start() {
     return false;
   }
   real.fcntl(p.cm->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));
-  p.epfd = real.epoll_create1(EPOLL_CLOEXEC);
-  p.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  own_library_fd(p.cm->fd);
+  p.epfd.store(own::adopt(real.epoll_create1(EPOLL_CLOEXEC), moves(p.epfd)));
+  p.wake_fd.store(own::adopt(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), moves(p.wake_fd)));
   if (p.epfd < 0 || p.wake_fd < 0 || !add_fd(p.wake_fd, kWakeTag) || !add_fd(p.cm->fd, kCmTag)) {
     FERRY_LOG(warn, "poller", "cannot set up the poller (%s): every connection stays on TCP", strerror(errno));
     return false;
@@ -246,7 +276,8 @@ bool submit(std::function<void()> fn) noexcept {
   if (!available()) return false;
   P().work.push(new std::function<void()>(std::move(fn)));
   uint64_t one = 1;
-  real.write(P().wake_fd, &one, sizeof one);
+  FdUse use;
+  real.write(P().wake_fd.load(), &one, sizeof one);
   return true;
 }
 
@@ -258,14 +289,18 @@ bool watch(int fd, uint32_t events, Watcher* w) {
   epoll_event ev{};
   ev.events = events;
   ev.data.ptr = w;
-  return real.epoll_ctl(P().epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+  FdUse use;
+  return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
-void unwatch(int fd) { real.epoll_ctl(P().epfd, EPOLL_CTL_DEL, fd, nullptr); }
+void unwatch(int fd) {
+  FdUse use;
+  real.epoll_ctl(P().epfd.load(), EPOLL_CTL_DEL, fd, nullptr);
+}
 
 void watch_device_st(rdma::Device* d) {
   if (!P().devices.insert(d).second) return;
-  real.fcntl(d->events->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));
+  real.fcntl(d->events->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));  // moved high by rdma::device_for
   static_assert(alignof(rdma::Device) >= 8);
   add_fd(d->events->fd, reinterpret_cast<uint64_t>(d) | kDeviceTag);
 }
@@ -282,6 +317,52 @@ bool hold_for_fork() noexcept {
 
 void release_after_fork(bool held) noexcept {
   if (held) P().fork_gate.unlock();
+}
+
+void move_fd(int to, const std::function<void(int)>& publish) noexcept {
+  Poller& p = P();
+  if (t_poller_thread) {
+    publish(to);
+    return;
+  }
+  {
+    // Not started (start() sets its descriptors up under start_mu): nobody uses them.
+    std::lock_guard<std::mutex> starting(p.start_mu);
+    if (p.state.load() != State::running) {
+      publish(to);
+      return;
+    }
+  }
+  uint64_t round;
+  {
+    // Between two rounds: the thread and the verbs calls it makes use no number now.
+    std::lock_guard<std::mutex> gate(p.fork_gate);
+    publish(to);
+    // The program's threads use device descriptors inside channel calls, under the
+    // channel's lock: once each lock was free, they all use the new number.
+    upgrade::channel_barrier_st();
+    round = p.rounds.load();
+    uint64_t one = 1;
+    FdUse use;
+    real.write(p.wake_fd.load(), &one, sizeof one);
+  }
+  // Calls that read the old number before it changed.
+  while (p.fd_users.load() > 0) sched_yield();
+  // The thread may have read the old epoll number before the change and be about to
+  // sleep on it (still ferry's: the program's dup2 waits for this): the write above
+  // wakes it, and its next round reads the new number.
+  for (int i = 0; p.rounds.load() == round && i < 200000; ++i) sched_yield();
+}
+
+void own_library_fd(int& field) noexcept {
+  if (field < 0 || own::owns(field)) return;  // owned already (by the parent, before a fork)
+  int high = own::dup_high(field);
+  if (high >= 0) {
+    real.close(field);
+    field = high;
+  }
+  int* f = &field;
+  own::add(field, [f](int, int to) { move_fd(to, [f](int n) { *f = n; }); });
 }
 
 void after_fork_child() noexcept {

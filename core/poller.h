@@ -47,6 +47,16 @@ void at_st(Clock::time_point when, std::function<void()> fn);
 // A channel going away: the poller must not look at it again.
 void forget_st(Channel* ch) noexcept;
 
+// ferry's descriptors that the poller thread uses, its own or a library's (the rdma_cm
+// event channel, device contexts, completion channels): see core/own_fd.h. move_fd
+// publishes a new number `to` (publish(to), while the thread is held between rounds)
+// and returns once no call uses the old one: the poller thread, the program's threads
+// inside channel calls (every channel's lock is taken once), and the thread's sleep.
+void move_fd(int to, const std::function<void(int)>& publish) noexcept;
+// Registers a descriptor a library opened for the poller's work and keeps in `field`
+// (moved high first, and the field rewritten).
+void own_library_fd(int& field) noexcept;
+
 // Around fork(): the poller thread is held between two rounds of work, so the child
 // inherits no lock taken in the middle of an rdma_cm or verbs call.
 bool hold_for_fork() noexcept;

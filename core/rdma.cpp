@@ -1,5 +1,7 @@
 #include "core/rdma.h"
 
+#include "core/poller.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -36,6 +38,10 @@ Device* device_for(ibv_context* cm_context, std::string& why) {
   std::lock_guard<std::mutex> lock(g_registry->mu);
   for (auto& d : registry())
     if (d->device == cm_context->device) return d.get();
+  // librdmacm's own context for the device, opened for this process's ids: its
+  // descriptors become ferry's (core/own_fd.h) too.
+  poller::own_library_fd(cm_context->cmd_fd);
+  poller::own_library_fd(cm_context->async_fd);
   auto d = std::make_unique<Device>();
   d->device = cm_context->device;
   d->name = ibv_get_device_name(d->device);
@@ -44,6 +50,8 @@ Device* device_for(ibv_context* cm_context, std::string& why) {
     why = "ibv_open_device " + d->name + ": " + strerror(errno);
     return nullptr;
   }
+  poller::own_library_fd(d->context->cmd_fd);
+  poller::own_library_fd(d->context->async_fd);
   d->pd.reset(ibv_alloc_pd(d->context.get()));
   if (!d->pd) {
     why = "ibv_alloc_pd on " + d->name + ": " + strerror(errno);
@@ -54,6 +62,7 @@ Device* device_for(ibv_context* cm_context, std::string& why) {
     why = "ibv_create_comp_channel on " + d->name + ": " + strerror(errno);
     return nullptr;
   }
+  poller::own_library_fd(d->events->fd);  // before any CQ names it
   registry().push_back(std::move(d));
   return registry().back().get();
 }

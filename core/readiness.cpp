@@ -2,12 +2,13 @@
 
 #include "core/libc.h"
 #include "core/log.h"
+#include "core/own_fd.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
+#include <sched.h>
 
 #include <mutex>
 
@@ -87,27 +88,43 @@ void prepare_sleep(Link& link) noexcept {
 }
 
 Kicker::~Kicker() {
-  if (fd_ >= 0) real.close(fd_);
+  if (fd_.load() < 0) return;
+  int fd = own::release(fd_);
+  real.close(fd);
 }
 
 bool Kicker::open() noexcept {
   int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) return false;
-  fd_ = fd;
+  fd_.store(own::adopt(fd, [this](int, int to) { move(to); }));
   return true;
+}
+
+void Kicker::move(int to) noexcept {
+  fd_.store(to);
+  while (users_.load() > 0) sched_yield();
 }
 
 void Kicker::kick() noexcept {
   if (armed_.load(std::memory_order_seq_cst) <= 0) return;
   if (pending_.exchange(true, std::memory_order_seq_cst)) return;
   uint64_t one = 1;
-  (void)!real.write(fd_, &one, sizeof one);
+  users_.fetch_add(1);
+  (void)!real.write(fd_.load(), &one, sizeof one);
+  users_.fetch_sub(1);
 }
 
 void Kicker::drain() noexcept {
   uint64_t v;
-  (void)!real.read(fd_, &v, sizeof v);
+  users_.fetch_add(1);
+  (void)!real.read(fd_.load(), &v, sizeof v);
+  users_.fetch_sub(1);
   pending_.store(false, std::memory_order_seq_cst);
+}
+
+void Kicker::after_fork_child(int arms) noexcept {
+  users_.store(0);
+  armed_.store(arms);
 }
 
 }  // namespace ferry::readiness

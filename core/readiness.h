@@ -37,6 +37,8 @@ void prepare_sleep(Link& link) noexcept;
 
 // A wakeup a thread can sleep on in the kernel next to other descriptors: an eventfd,
 // written at most once until drained, and only while someone is armed to sleep on it.
+// The eventfd is one of ferry's own descriptors (core/own_fd.h): a program that wants
+// its number gets it, and the kicker moves.
 class Kicker {
  public:
   Kicker() = default;
@@ -45,7 +47,7 @@ class Kicker {
   Kicker& operator=(const Kicker&) = delete;
 
   bool open() noexcept;
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return fd_.load(std::memory_order_relaxed); }
   // Arms (count > 0) or disarms sleeping on it; kicks while disarmed cost nothing.
   void arm() noexcept { armed_.fetch_add(1, std::memory_order_seq_cst); }
   void disarm() noexcept { armed_.fetch_sub(1, std::memory_order_seq_cst); }
@@ -53,9 +55,14 @@ class Kicker {
   void kick() noexcept;
   // Empties the eventfd after the kernel reported it readable.
   void drain() noexcept;
+  // In a forked child: sleepers of other threads are gone; a set watched by another
+  // (nested) keeps its one arm.
+  void after_fork_child(int arms) noexcept;
 
  private:
-  int fd_ = -1;
+  void move(int to) noexcept;
+  std::atomic<int> fd_{-1};
+  std::atomic<int> users_{0};  // kicks and drains between reading fd_ and their system call
   std::atomic<int> armed_{0};
   std::atomic<bool> pending_{false};
 };

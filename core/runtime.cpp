@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/crash.h"
 #include "core/fdprobe.h"
+#include "core/forking.h"
 #include "core/libc.h"
 #include "core/log.h"
 #include "core/stats.h"
@@ -28,6 +29,7 @@ void start() noexcept {
     return;
   }
   stats::publish(getpid(), stats::Start::keep);
+  forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();
   FERRY_LOG(info, "runtime", "started");

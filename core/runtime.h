@@ -7,7 +7,7 @@ namespace ferry::runtime {
 void start() noexcept;
 // Prints the counters if FERRY_STATS asked for them.
 void finish() noexcept;
-// In a child just forked.
+// In a child just forked (from the pthread_atfork child handler, core/forking.h).
 void after_fork_child() noexcept;
 
 }  // namespace ferry::runtime

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,7 @@ struct State {
   std::vector<Held> held;
   std::map<const Socket*, std::unique_ptr<Listener>> listeners;
   std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
+  std::set<Link*> live;  // links with a channel, until they are destroyed
 };
 State* g_state = new State;  // replaced, not destroyed, in a forked child
 State& st() { return *g_state; }
@@ -183,7 +185,11 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   // the middle of their completions); whoever drops the last reference hands it there.
   std::shared_ptr<Link> link(new Link, [](Link* l) {
     if (l->inherited) return;  // the parent's objects: see Link::inherited
-    if (!poller::submit([l] { delete l; })) delete l;
+    if (!poller::submit([l] {
+          st().live.erase(l);
+          delete l;
+        }))
+      delete l;
   });
   link->client = client;
   link->socket = s;
@@ -252,6 +258,7 @@ void established_st(Conn* c) {
   c->registered = c->pending->registered_bytes();
   stats::add(stats::g.rdma_registered_bytes, c->registered);
   c->link->channel = std::move(c->pending);
+  st().live.insert(c->link.get());
   c->link->phase.store(Link::Phase::established, std::memory_order_release);
   s->transition(Transport::upgrading, Transport::rdma);
   stats::add(stats::g.upgraded, 1);
@@ -636,6 +643,13 @@ void release(Socket& s) noexcept {
 }
 
 void end_of_batch_st() { st().dropped.clear(); }
+
+void channel_barrier_st() noexcept {
+  for (Link* l : st().live) {
+    l->channel->mu().lock();
+    l->channel->mu().unlock();
+  }
+}
 
 void on_cm_event_st(rdma_cm_event* ev) {
   // Copy what is needed, then acknowledge: an id can only be destroyed once its

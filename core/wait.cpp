@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <new>
 
 namespace ferry {
 int64_t now_us() noexcept {
@@ -53,6 +54,13 @@ void Signal::remove(Waiter* w) noexcept {
     break;
   }
   waiter_count_.store(static_cast<uint32_t>(waiters_.size()), std::memory_order_seq_cst);
+}
+
+void Signal::after_fork_child() noexcept {
+  new (&waiters_mu_) std::mutex;
+  sleepers.store(0);
+  std::erase_if(waiters_, [](Waiter* w) { return w->per_thread(); });
+  waiter_count_.store(static_cast<uint32_t>(waiters_.size()));
 }
 
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept {

@@ -17,6 +17,9 @@ struct Waiter {
   // True while its owner sleeps (or is about to): then the Signal's changes must be
   // announced promptly rather than found by polling.
   virtual bool listening() const noexcept = 0;
+  // Belongs to one thread's call (poll's per-thread waiter): a forked child, where that
+  // thread does not exist, drops it.
+  virtual bool per_thread() const noexcept { return false; }
 
  protected:
   ~Waiter() = default;
@@ -36,6 +39,13 @@ struct Signal {
   void remove(Waiter* w) noexcept;
   // Someone sleeps on this signal: a blocked call, or a listening Waiter.
   bool wanted() noexcept;
+
+  // Around fork (core/forking.cpp): the forking thread holds the waiter list's lock, so
+  // the child's copy of the list is whole; in the child the lock is fresh, and the
+  // sleepers and per-thread waiters (other threads') are gone.
+  void lock_for_fork() noexcept { waiters_mu_.lock(); }
+  void unlock_after_fork() noexcept { waiters_mu_.unlock(); }
+  void after_fork_child() noexcept;
 
  private:
   std::atomic<uint32_t> waiter_count_{0};

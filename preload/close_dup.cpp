@@ -1,4 +1,4 @@
-// close, close_range, dup, dup2, dup3, fcntl, fcntl64, ioctl.
+// close, close_range, closefrom, dup, dup2, dup3, fcntl, fcntl64, ioctl.
 #include "preload/export.h"
 
 #include <stdarg.h>
@@ -9,6 +9,11 @@ FERRY_EXPORT int close(int fd) {
 
 FERRY_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
   return FERRY_RESULT(int, close_range(first, last, flags));
+}
+
+// glibc's closefrom calls the close_range system call itself, past the export above.
+FERRY_EXPORT void closefrom(int lowfd) {
+  ferry::api::closefrom(lowfd);
 }
 
 FERRY_EXPORT int dup(int fd) {

@@ -1,0 +1,109 @@
+#include "core/forking.h"
+
+#include "core/epoll_set.h"
+#include "core/fdtable.h"
+#include "core/hazard.h"
+#include "core/link.h"
+#include "core/own_fd.h"
+#include "core/poll_mixed.h"
+#include "core/poller.h"
+#include "core/rdma.h"
+#include "core/runtime.h"
+#include "core/upgrade.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace ferry::forking {
+namespace {
+
+// What the forking thread holds between prepare() and parent()/child(). Only that
+// thread touches it.
+struct Held {
+  bool poller = false;
+  std::vector<std::shared_ptr<EpollSet>> sets;
+  std::vector<std::shared_ptr<Link>> links;  // each once
+};
+Held* g_held = nullptr;
+
+// In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
+// channel's lock, and progress on a channel bumps its signal).
+void prepare() {
+  own::prepare_fork();
+  auto* h = new (std::nothrow) Held;
+  g_held = h;
+  if (!h) return;
+  h->poller = poller::hold_for_fork();
+  epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
+    if (std::find(h->sets.begin(), h->sets.end(), set) == h->sets.end()) h->sets.push_back(set);
+  });
+  std::sort(h->sets.begin(), h->sets.end());
+  for (auto& set : h->sets) {
+    set->lock_for_fork();
+    set->links(h->links);
+  }
+  fd_table().for_each([&](int, const SocketRef& s) {
+    if (s->link) h->links.push_back(s->link);
+  });
+  std::sort(h->links.begin(), h->links.end());
+  h->links.erase(std::unique(h->links.begin(), h->links.end()), h->links.end());
+  // The channel is published before the phase says established, and only the poller
+  // (held now) publishes it.
+  for (auto& l : h->links)
+    if (l->established() && !l->inherited) l->channel->mu().lock();
+  for (auto& l : h->links) l->signal.lock_for_fork();
+}
+
+void parent() {
+  Held* h = g_held;
+  g_held = nullptr;
+  if (h) {
+    for (auto& l : h->links) l->signal.unlock_after_fork();
+    for (auto& l : h->links)
+      if (l->established() && !l->inherited) l->channel->mu().unlock();
+    for (auto& set : h->sets) set->unlock_after_fork();
+    poller::release_after_fork(h->poller);
+    delete h;
+  }
+  own::parent_after_fork();
+}
+
+void child() {
+  own::child_after_fork();
+  hazard::after_fork_child();
+  Held* h = g_held;
+  g_held = nullptr;
+  if (h) {
+    // Every link the child can reach holds the parent's RDMA objects.
+    for (auto& l : h->links) l->inherited = true;
+    for (auto& l : h->links) l->signal.after_fork_child();
+    for (auto& l : h->links)
+      if (l->channel) new (&l->channel->mu()) Lock;
+    for (auto& set : h->sets) set->after_fork_child();
+  }
+  // Held across sleeps by threads that do not exist here.
+  fd_table().for_each([](int, const SocketRef& s) {
+    new (&s->tx_mu) Lock;
+    new (&s->rx_mu) Lock;
+  });
+  poll_mixed_after_fork_child();
+  poller::after_fork_child();
+  rdma::after_fork_child();
+  upgrade::after_fork_child();
+  runtime::after_fork_child();
+  delete h;
+}
+
+pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+}  // namespace
+
+void install() noexcept {
+  pthread_once(&g_once, [] { pthread_atfork(prepare, parent, child); });
+}
+
+}  // namespace ferry::forking

@@ -1,0 +1,20 @@
+// fork, however it happens: ferry's handlers are registered with pthread_atfork, so
+// glibc's own forks (daemon(), and any library's fork) run them as fork() does.
+//
+// Before the fork, the forking thread takes every lock that is only ever held for a
+// short section and guards state the child keeps using: the poller's gate (the poller
+// thread is between two rounds, so no librdmacm or libibverbs lock is taken mid-call),
+// the descriptor registry's locks, each epoll set's lock, each channel's lock and each
+// signal's waiter-list lock. The parent releases them; the child gets them fresh.
+// Locks a call may hold while it sleeps (a socket's send and receive locks) cannot be
+// taken that way: the child gets them fresh, and what they guard is either the kernel
+// socket's bookkeeping or an upgraded connection the child may not use (its calls
+// fail with ECONNRESET / EPIPE without looking at the RDMA state).
+#pragma once
+
+namespace ferry::forking {
+
+// Registers the handlers (once).
+void install() noexcept;
+
+}  // namespace ferry::forking

@@ -1,0 +1,122 @@
+#include "core/own_fd.h"
+
+#include "core/libc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <climits>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace ferry::own {
+namespace {
+
+struct Registry {
+  // Serializes moves, and keeps an entry's owner from going away during one.
+  std::mutex move_mu;
+  // Serializes changes of the table.
+  std::mutex mu;
+  FdMap<Entry> table;
+};
+// Never destroyed: descriptors are closed while the process exits. Made on first use:
+// the log opens its descriptor from ferry's constructor, before other initializers.
+Registry& reg() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+}  // namespace
+
+int high_floor() noexcept {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1000;
+  long floor = static_cast<long>(rl.rlim_cur) - 64;
+  return floor > 1000 ? 1000 : (floor < 10 ? 10 : static_cast<int>(floor));
+}
+
+int dup_high(int fd) noexcept {
+  int to = real.fcntl(fd, F_DUPFD_CLOEXEC, high_floor());
+  if (to < 0) to = real.fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  return to < 0 ? -errno : to;
+}
+
+void add(int fd, Mover move) noexcept {
+  if (fd < 0) return;
+  auto e = std::shared_ptr<Entry>(new (std::nothrow) Entry{std::move(move)});
+  if (!e) return;
+  std::lock_guard<std::mutex> lock(reg().mu);
+  reg().table.set(fd, std::move(e));
+}
+
+int adopt(int fd, Mover move) noexcept {
+  if (fd < 0) return fd;
+  int high = dup_high(fd);
+  if (high >= 0) {
+    real.close(fd);
+    fd = high;
+  }
+  add(fd, std::move(move));
+  return fd;
+}
+
+void forget(int fd) noexcept {
+  std::lock_guard<std::mutex> lock(reg().mu);
+  reg().table.take(fd);
+}
+
+int release(const std::atomic<int>& fd) noexcept {
+  std::lock_guard<std::mutex> moving(reg().move_mu);
+  int n = fd.load();
+  forget(n);
+  return n;
+}
+
+bool owns(int fd) noexcept { return reg().table.tracked(fd); }
+
+bool make_way(int fd) noexcept {
+  std::lock_guard<std::mutex> moving(reg().move_mu);
+  std::shared_ptr<Entry> e = reg().table.get(fd);
+  if (!e) return true;
+  int to = dup_high(fd);
+  if (to < 0) return false;
+  e->move(fd, to);
+  {
+    std::lock_guard<std::mutex> lock(reg().mu);
+    reg().table.take(fd);
+    reg().table.set(to, e);
+  }
+  real.close(fd);
+  return true;
+}
+
+void around(unsigned first, unsigned last, const std::function<void(unsigned, unsigned)>& f) {
+  std::vector<unsigned> mine;
+  reg().table.for_each([&](int fd, const std::shared_ptr<Entry>&) {
+    unsigned u = static_cast<unsigned>(fd);
+    if (u >= first && u <= last) mine.push_back(u);
+  });
+  unsigned lo = first;
+  for (unsigned u : mine) {  // in order
+    if (u > lo) f(lo, u - 1);
+    if (u == UINT_MAX) return;
+    lo = u + 1;
+  }
+  if (lo <= last) f(lo, last);
+}
+
+void prepare_fork() noexcept { reg().move_mu.lock(); }
+
+void parent_after_fork() noexcept { reg().move_mu.unlock(); }
+
+void child_after_fork() noexcept {
+  // The table's lock guards only whole operations on a lock-free map: fresh, whatever
+  // another thread was doing.
+  new (&reg().mu) std::mutex;
+  new (&reg().move_mu) std::mutex;
+}
+
+}  // namespace ferry::own
