@@ -188,7 +188,9 @@ class RecordRing {
     if (!peek) {
       ring_.consume(at);
       offset_ = offset;
-      ready_ -= done;
+      // Every slot landed is consumed: nothing is left to read, whatever scan() counted
+      // (a record the peer shrank since would otherwise leave bytes that never come).
+      ready_ = at >= end ? 0 : ready_ - done;
     }
     return done;
   }

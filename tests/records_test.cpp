@@ -75,6 +75,23 @@ TEST(Records, FootersAreCheckedAgainstTheirCursor) {
   EXPECT_EQ(rx.readable(), 20u);
 }
 
+// The peer rewrites a record's footer after the receiver counted it, to a shorter
+// payload in the same slot: the read takes what the footer now says, and what it no
+// longer says is not left counted as readable (it would never come).
+TEST(Records, AFooterShrunkAfterTheScanLeavesNothingCounted) {
+  std::vector<uint8_t> mem(kCap);
+  RecordRing rx(mem.data(), kCap);
+  uint64_t word = htole64(footer_word(0, 200));
+  memcpy(mem.data() + kCap - 8, &word, 8);
+  ASSERT_EQ(rx.scan(), RecordRing::Scan::landed);
+  ASSERT_EQ(rx.readable(), 200u);
+  word = htole64(footer_word(0, 190));  // the same slot of 256 bytes
+  memcpy(mem.data() + kCap - 8, &word, 8);
+  EXPECT_EQ(rx.read(kCap, false, [](const uint8_t*, size_t) {}), 190u);
+  EXPECT_EQ(rx.cursors().readable(), 0u);
+  EXPECT_EQ(rx.readable(), 0u);
+}
+
 // A send of exactly kWhole bytes fills a slot of kWhole bytes with no footer, unless
 // its last word could pass for a footer of its cursor or its last byte is zero; the
 // receiver reads each shape back.
