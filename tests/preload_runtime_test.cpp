@@ -1,5 +1,7 @@
 // The preloaded library's own behaviour in a real process: crash backtraces that keep
-// the exit status, and a log descriptor that survives a program closing everything.
+// the exit status, descriptors of ferry's own that survive a program closing or
+// dup2()ing over everything, and glibc's own forks (daemon()) getting a child of their
+// own.
 #include <gtest/gtest.h>
 
 #include <stdio.h>
@@ -18,8 +20,8 @@ struct Result {
   std::string output;
 };
 
-Result run(const std::string& env, const char* arg) {
-  std::string cmd = "env " + env + " LD_PRELOAD=" FERRY_LIBRARY_PATH " " FERRY_CRASH_HELPER " " + arg + " 2>&1";
+Result run(const std::string& env, const std::string& arg, const char* helper = FERRY_CRASH_HELPER) {
+  std::string cmd = "env " + env + " LD_PRELOAD=" FERRY_LIBRARY_PATH " " + helper + " " + arg + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   Result r{-1, {}};
   char buf[4096];
@@ -68,6 +70,63 @@ TEST(PreloadRuntime, MalformedSettingGivesOneMessageAndTheProgramRuns) {
   EXPECT_NE(r.output.find("malformed FERRY_LOG=\"chatty\""), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("unknown setting FERRY_NOPE"), std::string::npos) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The value of one counter in a FERRY_STATS dump ("  name   value  # ..."), or -1.
+long counter(const std::string& dump, const std::string& name) {
+  size_t at = dump.find("  " + name + " ");
+  return at == std::string::npos ? -1 : strtol(dump.c_str() + at + name.size() + 2, nullptr, 10);
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char dir[] = "/tmp/ferry-process-test.XXXXXX";
+    path = mkdtemp(dir) ? dir : "/tmp";
+  }
+  ~TempDir() { system(("rm -rf " + path).c_str()); }
+};
+
+// daemon() forks inside glibc, past ferry's fork export: the child still gets its own
+// log, counters and sockets that work.
+TEST(PreloadRuntime, DaemonChildIsSetUpLikeAForkedOne) {
+  TempDir dir;
+  Result r = run("FERRY_STATS=1 FERRY_LOG=info FERRY_LOG_FILE=" + dir.path + "/ferry.%p.log", "daemon " + dir.path,
+                 FERRY_PROCESS_HELPER);
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
+  std::string result;
+  for (int i = 0; i < 100 && (result = slurp(dir.path + "/result")).find('\n') == std::string::npos; ++i) usleep(50000);
+  ASSERT_EQ(result.rfind("ok ", 0), 0u) << result << r.output;
+  long child = strtol(result.c_str() + 3, nullptr, 10);
+  std::string log;
+  for (int i = 0; i < 100 && (log = slurp(dir.path + "/ferry." + std::to_string(child) + ".log")).find("counters:") ==
+                                  std::string::npos;
+       ++i)
+    usleep(50000);
+  EXPECT_NE(log.find("ferry[" + std::to_string(child) + "] counters:"), std::string::npos) << log;
+  // The child's own counts: its connection, not its parent's listener.
+  EXPECT_EQ(counter(log, "listeners"), 0) << log;
+  EXPECT_EQ(counter(log, "connections_active"), 1) << log;
+  EXPECT_EQ(counter(log, "connections_passive"), 1) << log;
+}
+
+TEST(PreloadRuntime, OwnDescriptorsSurviveClosingAndDup2OverEverything) {
+  TempDir dir;
+  Result r = run("FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE=" + dir.path + "/ferry.log", "fdchaos " + dir.path,
+                 FERRY_PROCESS_HELPER);
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
+  std::string log = slurp(dir.path + "/ferry.log");
+  EXPECT_NE(log.find("started"), std::string::npos) << log;
+  EXPECT_NE(log.find("counters:"), std::string::npos) << log;  // written at exit, after it all
+  EXPECT_EQ(counter(log, "connections_active"), 2) << log;
+  EXPECT_EQ(r.output.find("ferry["), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -1,0 +1,126 @@
+// fork while other threads are inside calls: the child gets every lock fresh, and its
+// calls on the inherited sockets return.
+#include "core/api.h"
+#include "core/epoll_set.h"
+#include "core/fdtable.h"
+#include "core/forking.h"
+#include "core/link.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+namespace ferry {
+namespace {
+
+int tcp_pair(int& client, int& server) {
+  int listener = static_cast<int>(api::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  api::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  api::listen(listener, 4);
+  socklen_t len = sizeof a;
+  api::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  client = static_cast<int>(api::socket(AF_INET, SOCK_STREAM, 0));
+  api::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  server = static_cast<int>(api::accept(listener, nullptr, nullptr));
+  return listener;
+}
+
+// A socket that went to RDMA in this process (as far as the child can tell: its link
+// is cut over), with another thread inside a send and a receive on it, holding both of
+// its locks, while the process forks.
+TEST(Fork, ChildCallsReturnWhileAnotherThreadHoldsTheSocketsLocks) {
+  forking::install();
+  int client = -1, server = -1;
+  int listener = tcp_pair(client, server);
+  SocketRef s = fd_table().get(client);
+  ASSERT_TRUE(s);
+  s->link = std::make_shared<Link>();
+  ASSERT_TRUE(s->transition(Transport::kernel, Transport::upgrading));
+  ASSERT_TRUE(s->transition(Transport::upgrading, Transport::rdma));
+  int ep = static_cast<int>(api::epoll_create1(0));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ASSERT_EQ(api::epoll_ctl(ep, EPOLL_CTL_ADD, client, &ev), 0);
+
+  std::promise<void> held, done;
+  std::thread holder([&] {
+    std::lock_guard<Lock> rx(s->rx_mu);
+    std::lock_guard<Lock> tx(s->tx_mu);
+    held.set_value();
+    done.get_future().wait();
+  });
+  held.get_future().wait();
+
+  pid_t pid = static_cast<pid_t>(api::fork());
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(10);  // a call that never returns fails the test
+    char c = 0;
+    bool ok = api::recv(client, &c, 1, 0) == -ECONNRESET;
+    ok = ok && api::send(client, "x", 1, MSG_NOSIGNAL) != 0;  // returns, whatever it says
+    epoll_event out[4];
+    ok = ok && api::epoll_wait(ep, out, 4, 0) >= 0;
+    ok = ok && api::close(client) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  done.set_value();
+  holder.join();
+  s->link->inherited = true;  // it has no RDMA side to tear down
+  s.reset();
+  for (int fd : {ep, client, server, listener}) api::close(fd);
+}
+
+// Forks from several threads at once while others keep sending on a pair: no fork
+// hangs, and every child's calls return.
+TEST(Fork, ConcurrentForksAndCalls) {
+  forking::install();
+  int client = -1, server = -1;
+  int listener = tcp_pair(client, server);
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    char buf[512] = {};
+    while (!stop) {
+      api::send(client, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+      api::recv(server, buf, sizeof buf, MSG_DONTWAIT);
+    }
+  });
+  std::atomic<int> failures{0};
+  auto forker = [&] {
+    for (int i = 0; i < 20; ++i) {
+      pid_t pid = static_cast<pid_t>(api::fork());
+      if (pid == 0) {
+        alarm(10);
+        char c = 'y';
+        _exit(api::send(client, &c, 1, MSG_NOSIGNAL) == 1 ? 0 : 1);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+    }
+  };
+  std::thread a(forker), b(forker);
+  a.join();
+  b.join();
+  stop = true;
+  sender.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int fd : {client, server, listener}) api::close(fd);
+}
+
+}  // namespace
+}  // namespace ferry
