@@ -1,0 +1,134 @@
+// The rdma_cm private data a peer sends (Hello in the connect request, Welcome in the
+// accept), fed to the decoders as it comes off the fabric, any length.
+//
+// Invariants: a decoder reads nothing past the length it is given (the bytes sit in a
+// buffer of exactly that length); its verdict is the one an independent reading of the
+// layout gives, checked in the order the header documents; a rejected input leaves the
+// output alone; an accepted one encodes back to the same bytes (reserved bytes aside)
+// and bytes past the layout never change the verdict. Then the other way round: fields
+// taken from the input encode into bytes that decode to the same fields exactly when
+// the fields are valid.
+#include "core/ring.h"
+#include "core/wire.h"
+#include "tests/fuzz/fuzz.h"
+
+#include <memory>
+
+namespace ferry::fuzz {
+namespace {
+
+using namespace ferry::wire;
+
+uint64_t be(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
+  return v;
+}
+
+// The verdict the layout gives: header(8: magic, version, reserved), then `ports` (4
+// bytes of two ports, Hello only), then the ring (addr 8, rkey 4, size 8).
+Error expected(const uint8_t* p, size_t len, size_t need, bool ports) {
+  if (len < need) return Error::too_short;
+  if (be(p, 4) != kMagic) return Error::bad_magic;
+  if (p[4] != kVersion) return Error::bad_version;
+  size_t at = 8;
+  if (ports) {
+    if (be(p + 8, 2) == 0 || be(p + 10, 2) == 0) return Error::bad_port;
+    at = 12;
+  }
+  const uint64_t addr = be(p + at, 8), size = be(p + at + 12, 8);
+  if (addr == 0 || !ring::valid_capacity(size)) return Error::bad_ring;
+  return Error::ok;
+}
+
+bool same(const RingRef& a, const RingRef& b) { return a.addr == b.addr && a.rkey == b.rkey && a.size == b.size; }
+bool same(const Hello& a, const Hello& b) {
+  return a.client_port == b.client_port && a.server_port == b.server_port && same(a.ring, b.ring);
+}
+bool same(const Welcome& a, const Welcome& b) { return same(a.ring, b.ring); }
+
+// Equal apart from the header's 3 reserved bytes (encode writes zeros, decode ignores them).
+bool same_bytes(const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if ((i < 5 || i > 7) && a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+Hello sentinel_hello() {
+  Hello h;
+  h.client_port = 0xabcd;
+  h.server_port = 0x1234;
+  h.ring = {0x5555, 0x6666, 0x7777};
+  return h;
+}
+
+void decode_as_received(const uint8_t* data, size_t size) {
+  // A buffer of exactly `size` bytes: any read past it is an ASan report.
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[size ? size : 1]);
+  if (size) memcpy(buf.get(), data, size);
+
+  Hello h = sentinel_hello();
+  const Error eh = decode(buf.get(), size, h);
+  FUZZ_CHECK(eh == expected(buf.get(), size, kHelloSize, true));
+  FUZZ_CHECK(to_string(eh) != nullptr);
+  if (eh != Error::ok) {
+    FUZZ_CHECK(same(h, sentinel_hello()));
+  } else {
+    uint8_t again[kHelloSize];
+    encode(h, again);
+    FUZZ_CHECK(same_bytes(again, buf.get(), kHelloSize));
+    Hello first = h;  // only the layout's bytes count: the same verdict at exactly its length
+    FUZZ_CHECK(decode(buf.get(), kHelloSize, h) == Error::ok && same(h, first));
+  }
+
+  Welcome w;
+  w.ring = sentinel_hello().ring;
+  const Error ew = decode(buf.get(), size, w);
+  FUZZ_CHECK(ew == expected(buf.get(), size, kWelcomeSize, false));
+  if (ew != Error::ok) {
+    FUZZ_CHECK(same(w.ring, sentinel_hello().ring));
+  } else {
+    uint8_t again[kWelcomeSize];
+    encode(w, again);
+    FUZZ_CHECK(same_bytes(again, buf.get(), kWelcomeSize));
+  }
+}
+
+void encode_fields(Input in) {
+  Hello h;
+  h.client_port = in.u16();
+  h.server_port = in.u16();
+  h.ring.addr = in.u64();
+  h.ring.rkey = in.u32();
+  const uint8_t shape = in.u8();
+  // Mostly sizes near the valid ones, else any 64-bit value.
+  h.ring.size = shape & 1 ? in.u64() : uint64_t{1} << (shape >> 1) % 64;
+  uint8_t buf[56];
+  memset(buf, 0xa5, sizeof buf);  // transports pad the private data
+  encode(h, buf);
+  FUZZ_CHECK(buf[kHelloSize] == 0xa5);  // encode writes its layout and nothing more
+  const bool valid = h.client_port && h.server_port && h.ring.addr && ring::valid_capacity(h.ring.size);
+  Hello got = sentinel_hello();
+  FUZZ_CHECK((decode(buf, sizeof buf, got) == Error::ok) == valid);
+  FUZZ_CHECK(same(got, valid ? h : sentinel_hello()));
+
+  Welcome w;
+  w.ring = h.ring;
+  memset(buf, 0xa5, sizeof buf);
+  encode(w, buf);
+  FUZZ_CHECK(buf[kWelcomeSize] == 0xa5);
+  Welcome wgot;
+  const bool wvalid = h.ring.addr && ring::valid_capacity(h.ring.size);
+  FUZZ_CHECK((decode(buf, kWelcomeSize, wgot) == Error::ok) == wvalid);
+  if (wvalid) FUZZ_CHECK(same(wgot, w));
+}
+
+}  // namespace
+}  // namespace ferry::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ferry::fuzz::decode_as_received(data, size);
+  ferry::fuzz::encode_fields(ferry::fuzz::Input(data, size));
+  return 0;
+}
