@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <linux/close_range.h>
+#include <linux/sockios.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 
@@ -134,9 +135,9 @@ long fcntl(int fd, int cmd, void* arg) noexcept {
 }
 
 long ioctl(int fd, unsigned long request, void* arg) noexcept {
-  if (request == FIONREAD && arg) {
+  if ((request == FIONREAD || request == SIOCOUTQ || request == SIOCOUTQNSD) && arg) {
     if (SocketRef s = fd_table().get(fd); s && s->transport() != Transport::kernel) {
-      long n = stream::readable(fd, *s);
+      long n = request == FIONREAD ? stream::readable(fd, *s) : stream::unsent(fd, *s);
       if (n < 0) return n;
       *static_cast<int*>(arg) = static_cast<int>(n);
       return 0;

@@ -203,21 +203,38 @@ long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
   Upgraded s{out_fd};
   if (s) {
-    // Read the file here and send it like a write.
+    // Read the file here and send it like a write. The file's position (its own, or
+    // *offset) moves by exactly what was sent: a send that takes fewer bytes than were
+    // read leaves the rest in the file for the next call.
+    off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+    const bool seekable = pos >= 0;
+    if (!seekable && errno != ESPIPE) return -errno;
     char buf[65536];
     size_t done = 0;
+    long result = 0;
     while (done < count) {
       size_t want = count - done < sizeof buf ? count - done : sizeof buf;
-      long r = offset ? sys(pread(in_fd, buf, want, *offset)) : sys(real.read(in_fd, buf, want));
-      if (r <= 0) return done ? static_cast<long>(done) : r;
+      long r = seekable ? sys(pread(in_fd, buf, want, pos)) : sys(real.read(in_fd, buf, want));
+      if (r <= 0) {
+        result = r;
+        break;
+      }
       iovec v{buf, static_cast<size_t>(r)};
       long w = stream::send(out_fd, *s, &v, 1, 0);
-      if (w <= 0) return done ? static_cast<long>(done) : w;
-      if (offset) *offset += w;
+      if (w <= 0) {
+        result = w;
+        break;
+      }
+      pos += w;
       done += static_cast<size_t>(w);
-      if (w < r) break;  // a non-blocking socket filled up
+      if (w < r) break;  // a non-blocking socket filled up (or a signal came)
     }
-    return static_cast<long>(done);
+    if (offset) {
+      *offset = pos;
+    } else if (seekable) {
+      lseek(in_fd, pos, SEEK_SET);
+    }
+    return done ? static_cast<long>(done) : result;
   }
   return tx(out_fd, s.tracked, sys(real.sendfile(out_fd, in_fd, offset, count)));
 }

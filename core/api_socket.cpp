@@ -151,6 +151,11 @@ long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noe
     s->rcvtimeo_us.store(timeval_us(val, len));
   } else if (level == SOL_SOCKET && name == SO_SNDTIMEO) {
     s->sndtimeo_us.store(timeval_us(val, len));
+  } else if (level == SOL_SOCKET && name == SO_SNDBUF) {
+    int v = 0;
+    socklen_t vl = sizeof v;
+    if (real.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vl) == 0) s->sndbuf.store(v);
+    if (s->transport() != Transport::kernel) stream::sndbuf_changed(*s);
   } else if (level == SOL_SOCKET && name == SO_LINGER && len >= sizeof(linger)) {
     const auto* lg = static_cast<const linger*>(val);
     s->linger_s.store(lg->l_onoff ? lg->l_linger : -1);

@@ -293,11 +293,72 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   if (!peer_known_ || failed()) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
+  // Bytes queued before these go first (credits found while a write was being posted
+  // could not drain them then).
+  if (!queue_.empty()) drain_st();
+  const size_t direct = queue_.empty() ? write_st(iov, iovcnt, want) : 0;
+  if (failed()) return 0;
+  size_t rest = want - direct;
+  const size_t room = queue_.size() < queue_limit_ ? queue_limit_ - queue_.size() : 0;
+  if (rest > room) rest = room;
+  if (rest == 0) {
+    if (direct < want) tx_starved_ = true;
+    return direct;
+  }
+  const bool was_empty = queue_.empty();
+  IovCursor from{iov, iovcnt};
+  from.take(direct, [](const uint8_t*, size_t, size_t) {});
+  queue_.push(rest, [&](uint8_t* dst, size_t k) {
+    from.take(k, [&](const uint8_t* app, size_t done, size_t piece) { memcpy(dst + done, app, piece); });
+  });
+  if (direct + rest < want) tx_starved_ = true;
+  // The peer returns credits at once while it knows we are blocked (write_st told it
+  // when the ring had no room at all); their completion must reach someone who drains.
+  if (was_empty) {
+    if (blocked_sent_at_ != tx_.written()) {
+      blocked_sent_at_ = tx_.written();
+      post_control_st(wire::Op::blocked, tx_.written());
+    }
+    arm_st();
+  }
+  return direct + rest;
+}
+
+// Moves queued bytes into the ring as far as it has room, then the fin that waited.
+void Channel::drain_st() {
+  while (!queue_.empty() && !failed()) {
+    iovec v[16];
+    const int n = queue_.gather(v, 16, max_record_ * 2);
+    const size_t k = write_st(v, n, iov_total(v, n));
+    if (k == 0) break;
+    queue_.pop(k);
+    if (tx_starved_ && writable_st()) {
+      tx_starved_ = false;
+      ++tx_events_;
+    }
+    signal_->bump();
+  }
+  if (queue_.empty() && fin_pending_ && !failed()) {
+    fin_pending_ = false;
+    post_control_st(wire::Op::fin, tx_.written());
+  }
+}
+
+bool Channel::finish_st() {
+  if (failed()) return false;
+  if (queue_.empty()) return post_control_st(wire::Op::fin, tx_.written());
+  fin_pending_ = true;
+  arm_st();
+  return true;
+}
+
+// Copies up to `want` bytes (no more than iov holds) into the peer's ring; returns how
+// many (0 when the ring is full, after telling the peer it is blocked).
+size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
   ring::Record r[ring::kMaxRecords];
   const int n = ring::plan(tx_, want, max_record_, r);
   size_t total = 0;
   for (int i = 0; i < n; ++i) total += r[i].payload;
-  if (total < want) tx_starved_ = true;
   if (total == 0) {
     if (want > 0 && blocked_sent_at_ != tx_.written()) {
       blocked_sent_at_ = tx_.written();
@@ -312,7 +373,12 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
     from.take(r[i].payload, [&](const uint8_t* app, size_t at, size_t k) { memcpy(to + at, app, k); });
   }
   for (int i = 0; i < n; ++i) ring::seal(staging, r[i]);
-  if (!post_records_st(r, n)) return 0;
+  // Posting may poll the CQ for send-queue room; credits found then must not drain the
+  // queue into records planned here.
+  writing_ = true;
+  const bool posted = post_records_st(r, n);
+  writing_ = false;
+  if (!posted) return 0;
   for (int i = 0; i < n; ++i) tx_.commit(r[i].size());
   return total;
 }
@@ -427,6 +493,7 @@ bool Channel::progress_st() {
     }
   }
   if (!failed() && land_st()) changed = true;
+  if (changed && !writing_ && !queue_.empty()) drain_st();
   if (changed) {
     stats::add(stats::g.cq_polls, 1);
     signal_->bump();
@@ -478,6 +545,8 @@ bool Channel::on_notified_st() {
   polls_seen_ = polls_;
   if (signal_->wanted() || before == polls_at_event_) {
     prepare_sleep_st();
+  } else if (!drained_st()) {
+    arm_st();  // the credits that drain the send queue must wake us
   }
   polls_at_event_ = polls_;
   return !armed_;
@@ -485,6 +554,10 @@ bool Channel::on_notified_st() {
 
 bool Channel::recheck_st() {
   if (armed_) return false;
+  if (!drained_st()) {
+    arm_st();
+    return !armed_;
+  }
   if (polls_ == polls_seen_) {
     prepare_sleep_st();
     return !armed_;

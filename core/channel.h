@@ -27,6 +27,7 @@
 #include "core/rdma.h"
 #include "core/records.h"
 #include "core/ring.h"
+#include "core/sendq.h"
 #include "core/wait.h"
 #include "core/wire.h"
 
@@ -93,15 +94,35 @@ class Channel {
   // Asks for a completion of everything posted so far (used before teardown).
   bool flush_st();
 
-  // Copies up to `max` bytes from iov into the peer's ring; returns how many (0 when
-  // the ring is full, after telling the peer it is blocked). Never blocks.
+  // Takes up to `max` bytes from iov: into the peer's ring while it has room and
+  // nothing waits before them, the rest into the send queue up to its limit (drained
+  // into the ring as the peer's credits come back). Returns how many (0 when both are
+  // full, after telling the peer it is blocked). Never blocks.
   size_t send_st(const iovec* iov, int iovcnt, size_t max);
+  // How many bytes the send queue may hold beyond the peer's ring (send_queue_limit).
+  void set_queue_limit_st(uint64_t bytes) { queue_limit_ = bytes; }
+  // Bytes accepted from the program that have not been written into the peer's ring.
+  size_t unsent_st() const { return queue_.size(); }
+  uint64_t peer_ring_st() const { return tx_.capacity(); }
+  // No more data: the fin goes once the send queue has drained into the ring (the
+  // final cursor names every byte). False if the connection failed.
+  bool finish_st();
+  // An abortive close (SO_LINGER {1, 0}): bytes not yet in the peer's ring are dropped
+  // and no fin goes, as the kernel drops its send queue and resets; the peer learns of
+  // it from its TCP socket (the reset) once the RDMA side disconnects.
+  void abort_st() {
+    queue_.pop(queue_.size());
+    fin_pending_ = false;
+  }
+  // Everything accepted was written and the fin (if asked for) posted.
+  bool drained_st() const { return queue_.empty() && !fin_pending_; }
   // Copies up to the iov's size from the ring; `peek` leaves the bytes in place.
   size_t recv_st(const iovec* iov, int iovcnt, bool peek);
   // Whether send_st would take all n bytes as things stand, so that a writer need not
   // poll the CQ first (polling only frees room and brings news; the receive side and the
   // poller take care of the news). Two records at most, a footer and a unit's padding each.
   bool fits_st(size_t n) const {
+    if (!queue_.empty()) return queue_.size() + n <= queue_limit_;
     return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
            sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
@@ -111,7 +132,11 @@ class Channel {
   bool scan_st();
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
   // so a writer woken by it can queue a useful amount.
-  bool writable_st() const { return peer_known_ && tx_.space() * 2 >= tx_.in_flight() && tx_.space() > 0; }
+  // Ring and send queue count as one buffer, as the kernel's send buffer does.
+  bool writable_st() const {
+    const uint64_t queued = tx_.in_flight() + queue_.size(), room = tx_.capacity() + queue_limit_;
+    return peer_known_ && queued < room && (room - queued) * 2 >= queued;
+  }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
   // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
   uint32_t rx_events_st() const { return rx_events_; }
@@ -120,7 +145,7 @@ class Channel {
   // process killed) in that state left bytes unread, and kernel TCP would have reset
   // the connection rather than end it; a reader reports its consumption before it
   // sleeps, so a peer killed while waiting for data is seen to have read everything.
-  bool peer_left_unread_st() const { return tx_.in_flight() > 0; }
+  bool peer_left_unread_st() const { return tx_.in_flight() > 0 || !queue_.empty(); }
   uint64_t written_st() const { return tx_.written(); }
   bool post_control_st(wire::Op op, uint64_t value) { return post_control_st(wire::Control{op, value}); }
   bool post_control_st(const wire::Control& c);
@@ -156,6 +181,8 @@ class Channel {
   void repost_st(int slot);
   bool flush_reposts_st();
   bool post_records_st(const ring::Record* r, int n);
+  size_t write_st(const iovec* iov, int iovcnt, size_t max);
+  void drain_st();
   bool reserve_sq_st(int wrs);
   uint32_t signal_flag_st(int wrs);
   void handle_control_st(const wire::Control& c);
@@ -193,6 +220,11 @@ class Channel {
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
   bool tx_starved_ = false;
+  // Bytes the ring had no room for yet, and how many it may hold.
+  SendQueue queue_;
+  uint64_t queue_limit_ = 0;
+  bool fin_pending_ = false;  // finish_st() waits for the queue to drain
+  bool writing_ = false;      // inside write_st: the ring's next records are being planned
   // Our next writes that carry an immediate, because the peer sleeps (its sleep asked
   // for that many).
   uint32_t imm_left_ = 0;

@@ -35,7 +35,13 @@ struct Link {
   // Written under Socket::tx_mu; readiness reads them without it.
   uint64_t tcp_sent = 0;
   bool tx_cut = false;
+  // The program shut the sending side (shutdown, close): later sends fail. The fin
+  // itself goes once the send queue drained (Channel::finish_st).
   std::atomic<bool> fin_sent{false};
+  // Threads inside a kernel send on this connection (blocking ones run without
+  // Socket::tx_mu). The send side cuts over only when none is: tcp_sent must count
+  // every byte TCP carries before the cutover. Under Socket::tx_mu.
+  int tcp_senders = 0;
   // Written under Socket::rx_mu; readiness reads them without it.
   std::atomic<uint64_t> tcp_received{0};
   std::atomic<bool> rd_shut{false};

@@ -58,6 +58,7 @@ class Socket {
   std::atomic<int64_t> rcvtimeo_us{0};  // 0 = wait forever
   std::atomic<int64_t> sndtimeo_us{0};
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
+  std::atomic<int64_t> sndbuf{0};       // SO_SNDBUF as the kernel reports it once set; 0 = autotuned
 
   // A listener: the process whose rdma_cm listener answers for it (a forked child that
   // accepts on an inherited listener cannot receive its connections' requests).
@@ -65,9 +66,11 @@ class Socket {
 
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;
-  // Serializes sends (kernel and RDMA) and the send-side cutover.
+  // Serializes one look at the send side (a non-blocking kernel send, or a copy into
+  // the ring) and the send-side cutover. Never held while a call sleeps.
   Lock tx_mu;
-  // Serializes receives while the socket is upgrading or upgraded.
+  // Serializes one look at the receive side of an upgrading or upgraded socket (a
+  // non-blocking kernel read, or a copy out of the ring). Never held while a call sleeps.
   Lock rx_mu;
 
  private:

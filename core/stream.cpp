@@ -9,7 +9,11 @@
 #include "core/upgrade.h"
 #include "core/wait.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
@@ -49,14 +53,33 @@ struct Slice {
   }
 };
 
-int wait_for(Link& link, uint32_t seen, int64_t timeout_us) {
+// Sleeps until the link's signal moves past `seen`, at most until `deadline_us` (0: no
+// limit). A link still in its handshake is not spun on: its bytes come from the kernel,
+// whose arrivals the poller announces, and spinning would take the CPU the peer may
+// need (a connection whose upgrade never completes would spin on every call).
+int wait_for(Link& link, uint32_t seen, int64_t deadline_us) {
   stats::add(stats::g.waits, 1);
+  int64_t timeout = 0;
+  if (deadline_us > 0) {
+    timeout = deadline_us - now_us();
+    if (timeout <= 0) return -EAGAIN;
+  }
   Progress p;
   p.poll = [](void* l) { return readiness::drive(*static_cast<Link*>(l)); };
   p.prepare_sleep = [](void* l) { readiness::prepare_sleep(*static_cast<Link*>(l)); };
   p.arg = &link;
-  return wait_change(link.signal, seen, timeout_us, config().poll_us, p);
+  return wait_change(link.signal, seen, timeout, link.established() ? config().poll_us : 0, p);
 }
+
+// A call's deadline from its socket's SO_RCVTIMEO / SO_SNDTIMEO (0: none), fixed at
+// its first wait: the timeout bounds the whole call, as the kernel's does.
+struct Deadline {
+  int64_t at = -1;
+  int64_t of(int64_t timeout_us) {
+    if (at < 0) at = timeout_us > 0 ? now_us() + timeout_us : 0;
+    return at;
+  }
+};
 
 long broken(size_t done, int err) { return done ? static_cast<long>(done) : -err; }
 
@@ -91,9 +114,11 @@ long tcp_verdict(int fd, Link& link, size_t done) {
 // A zero-length receive returns 0 once there is something to read (or the stream
 // ended), and blocks until then, as the kernel's TCP does.
 long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
+  Deadline deadline;
   for (;;) {
     const uint32_t seen = link.signal.load();
     if (s.transport() == Transport::kernel) return api::sys(real.recv(fd, nullptr, 0, nonblock ? MSG_DONTWAIT : 0));
+    if (link.rd_shut) return 0;
     long r = stream::readable(fd, s);
     if (r != 0) return r < 0 ? r : 0;
     char c;
@@ -103,9 +128,87 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
       if (link.channel->peer_fin() || link.channel->failed()) return 0;
     }
     if (nonblock) return -EAGAIN;
-    int w = wait_for(link, seen, s.rcvtimeo_us.load());
+    int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
     if (w < 0) return w;
   }
+}
+
+// What one look at the receive side decided.
+struct RxStep {
+  enum Next { done, again, wait, kernel, cutover_wait } next;
+  long result = 0;  // with done
+};
+
+// One look at the receive side, under the socket's rx_mu: takes what the kernel socket
+// (up to the peer's cutover point) or the ring holds now, into iov past `got`. Never
+// sleeps.
+RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags,
+               bool waitall, size_t& got) {
+  const bool peek = flags & MSG_PEEK;
+  std::lock_guard<Lock> rx(s.rx_mu);
+  if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
+  if (s.transport() == Transport::kernel) return {RxStep::kernel};
+  const bool est = link.established();
+  bool cut_known = false, from_ring = false, fin = false, dead = false;
+  uint64_t cut = 0;
+  size_t ring_bytes = 0;
+  if (est) {
+    // One look under the lock: news from the CQ, and the ring once TCP's part is read.
+    std::lock_guard<Lock> lock(link.channel->mu());
+    Channel& ch = *link.channel;
+    // Bytes found in the ring need no poll of the CQ once the cutover is known: the
+    // news it brings (credits, the end of the stream) can wait for the next empty look.
+    // Before that, the ring's bytes (found by any look, readiness's among them) come
+    // after a cutover that is still on the CQ.
+    if (!ch.peer_cutover_known() || (ch.readable_st() == 0 && !ch.scan_st())) ch.progress_st();
+    cut_known = ch.peer_cutover_known();
+    cut = ch.peer_cutover();
+    if (cut_known && link.tcp_received >= cut) {
+      from_ring = true;
+      Slice rest(iov, iovcnt, got, total - got, total);
+      ring_bytes = ch.recv_st(rest.v, rest.n, peek);
+      fin = ch.peer_fin();
+      dead = ch.failed();
+    }
+  }
+  if (from_ring) {
+    if (ring_bytes > 0) {
+      stats::add(stats::g.bytes_rdma_received, ring_bytes);
+      got += ring_bytes;
+      if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
+      return {RxStep::again};
+    }
+    if (fin) return {RxStep::done, end_of_stream(got, "the peer finished")};
+    if (dead || link.peer_gone.load()) return {RxStep::done, tcp_verdict(fd, link, got)};
+    return {RxStep::wait};
+  }
+  // Bytes the peer sent on TCP before it switched.
+  size_t want = total - got;
+  if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
+  Slice part(iov, iovcnt, got, want, total);
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(part.v);
+  m.msg_iovlen = static_cast<size_t>(part.n);
+  long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+  if (r > 0) {
+    if (!peek) link.tcp_received += static_cast<uint64_t>(r);
+    stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+    got += static_cast<size_t>(r);
+    if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
+    return {RxStep::again};
+  }
+  if (r < 0 && errno != EAGAIN) return {RxStep::done, broken(got, errno)};
+  if (r == 0) {
+    // TCP ended. Without an upgrade, or with a peer that left before cutting over,
+    // that is the end of the stream.
+    if (!est || link.peer_gone.load()) return {RxStep::done, end_of_stream(got, "TCP ended before an upgrade")};
+    if (cut_known) return {RxStep::done, broken(got, ECONNRESET)};  // TCP ended short of the cutover point
+    // The peer switched and closed: its cutover is on the way over RDMA. A peer
+    // that never switched cannot send one, so the wait is bounded.
+    if (got > 0) return {RxStep::done, static_cast<long>(got)};
+    return {RxStep::cutover_wait};
+  }
+  return {RxStep::wait};
 }
 
 }  // namespace
@@ -137,21 +240,24 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   if ((flags & MSG_TRUNC) && !(flags & MSG_OOB)) return discard(fd, s, total_of(iov, iovcnt), flags & ~MSG_TRUNC);
   if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
   const size_t total = total_of(iov, iovcnt);
-  const bool peek = flags & MSG_PEEK;
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
-  const bool waitall = (flags & MSG_WAITALL) && !peek;
+  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
-  std::lock_guard<Lock> rx(s.rx_mu);
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
-  if (link.rd_shut) return 0;
   if (total == 0) return zero_length(fd, s, link, nonblock);
   size_t got = 0;
+  Deadline deadline;
   for (;;) {
-    Slice rest(iov, iovcnt, got, total - got, total);
-    if (s.transport() == Transport::kernel) {
-      // The upgrade gave up: the rest is plain TCP, blocking as the program asked.
+    const uint32_t seen = link.signal.load();
+    const RxStep step = look_rx(fd, s, link, iov, iovcnt, total, flags, waitall, got);
+    if (step.next == RxStep::done) return step.result;
+    if (step.next == RxStep::again) continue;
+    if (step.next == RxStep::kernel) {
+      // The upgrade gave up: the rest is plain TCP, blocking as the program asked (the
+      // kernel serializes its callers; ferry holds nothing across the call).
       if (got && !waitall) return static_cast<long>(got);
+      Slice rest(iov, iovcnt, got, total - got, total);
       msghdr m{};
       m.msg_iov = const_cast<iovec*>(rest.v);
       m.msg_iovlen = static_cast<size_t>(rest.n);
@@ -159,122 +265,118 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
       return r < 0 ? broken(got, static_cast<int>(-r)) : static_cast<long>(got) + r;
     }
-    const uint32_t seen = link.signal.load();
-    const bool est = link.established();
-    bool cut_known = false, from_ring = false, fin = false, dead = false;
-    uint64_t cut = 0;
-    size_t ring_bytes = 0;
-    if (est) {
-      // One look under the lock: news from the CQ, and the ring once TCP's part is read.
-      std::lock_guard<Lock> lock(link.channel->mu());
-      Channel& ch = *link.channel;
-      // Bytes found in the ring need no poll of the CQ once the cutover is known: the
-      // news it brings (credits, the end of the stream) can wait for the next empty look.
-      // Before that, the ring's bytes (found by any look, readiness's among them) come
-      // after a cutover that is still on the CQ.
-      if (!ch.peer_cutover_known() || (ch.readable_st() == 0 && !ch.scan_st())) ch.progress_st();
-      cut_known = ch.peer_cutover_known();
-      cut = ch.peer_cutover();
-      if (cut_known && link.tcp_received >= cut) {
-        from_ring = true;
-        ring_bytes = ch.recv_st(rest.v, rest.n, peek);
-        fin = ch.peer_fin();
-        dead = ch.failed();
-      }
-    }
-    if (!from_ring) {
-      // Bytes the peer sent on TCP before it switched.
-      size_t want = total - got;
-      if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
-      Slice part(iov, iovcnt, got, want, total);
-      msghdr m{};
-      m.msg_iov = const_cast<iovec*>(part.v);
-      m.msg_iovlen = static_cast<size_t>(part.n);
-      long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
-      if (r > 0) {
-        if (!peek) link.tcp_received += static_cast<uint64_t>(r);
-        stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
-        got += static_cast<size_t>(r);
-        if (!waitall || got == total) return static_cast<long>(got);
-        continue;
-      }
-      if (r < 0 && errno != EAGAIN) return broken(got, errno);
-      if (r == 0) {
-        // TCP ended. Without an upgrade, or with a peer that left before cutting over,
-        // that is the end of the stream.
-        if (!est || link.peer_gone.load()) return end_of_stream(got, "TCP ended before an upgrade");
-        if (cut_known) return broken(got, ECONNRESET);  // TCP ended short of the cutover point
-        // The peer switched and closed: its cutover is on the way over RDMA. A peer
-        // that never switched cannot send one, so the wait is bounded.
-        if (got > 0) return static_cast<long>(got);
-        int w = wait_for(link, seen, static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
-        if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
-        if (w < 0) return w;
-        continue;
-      }
-    } else {
-      if (ring_bytes > 0) {
-        stats::add(stats::g.bytes_rdma_received, ring_bytes);
-        got += ring_bytes;
-        if (!waitall || got == total) return static_cast<long>(got);
-        continue;
-      }
-      if (fin) return end_of_stream(got, "the peer finished");
-      if (dead || link.peer_gone.load()) return tcp_verdict(fd, link, got);
+    if (step.next == RxStep::cutover_wait) {
+      int w = wait_for(link, seen, now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
+      if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
+      if (w < 0) return w;
+      continue;
     }
     if (got > 0 && !waitall) return static_cast<long>(got);
     if (nonblock) return broken(got, EAGAIN);
-    int w = wait_for(link, seen, s.rcvtimeo_us.load());
+    int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
     if (w < 0) return broken(got, -w);
   }
+}
+
+namespace {
+
+// The kernel's call for bytes that go by TCP (before the send side cut over, or after
+// the upgrade gave up), made without the socket's lock so that a blocking send sleeps
+// in the kernel with the kernel's own semantics (timeouts, signals, shutdown from
+// another thread) and other threads' calls go on meanwhile. tcp_senders keeps the
+// cutover from happening while it runs.
+long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  // After a partial send the kernel reports the count, never a SIGPIPE.
+  long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
+  std::lock_guard<Lock> tx(s.tx_mu);
+  if (r > 0) {
+    link.tcp_sent += static_cast<uint64_t>(r);
+    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  }
+  --link.tcp_senders;
+  return r;
+}
+
+// The largest value a tcp_wmem / tcp_rmem sysctl lets a buffer grow to.
+uint64_t sysctl_max(const char* path, uint64_t fallback) {
+  int f = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return fallback;
+  char buf[128] = {};
+  long n = real.read(f, buf, sizeof buf - 1);
+  real.close(f);
+  unsigned long lo, mid, hi;
+  if (n <= 0 || sscanf(buf, "%lu %lu %lu", &lo, &mid, &hi) != 3) return fallback;
+  return hi;
+}
+
+uint64_t queue_limit(const Socket& s, const Channel& ch) {
+  static const uint64_t wmem = sysctl_max("/proc/sys/net/ipv4/tcp_wmem", 4u << 20);
+  static const uint64_t rmem = sysctl_max("/proc/sys/net/ipv4/tcp_rmem", 6u << 20);
+  return send_queue_limit(static_cast<uint64_t>(s.sndbuf.load()), wmem, rmem, ch.peer_ring_st());
+}
+
+}  // namespace
+
+bool cut_over(Socket& s, Link& link) noexcept {
+  if (link.tx_cut) return true;
+  std::lock_guard<Lock> lock(link.channel->mu());
+  if (!link.channel->post_control_st(wire::Op::cutover, link.tcp_sent)) return false;
+  link.tx_cut = true;
+  link.channel->set_queue_limit_st(queue_limit(s, *link.channel));
+  return true;
 }
 
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
-  std::lock_guard<Lock> tx(s.tx_mu);
   Link& link = *s.link;
-  if (!link.established() || s.transport() == Transport::kernel) {
-    msghdr m{};
-    m.msg_iov = const_cast<iovec*>(iov);
-    m.msg_iovlen = static_cast<size_t>(iovcnt);
-    long r = api::sys(real.sendmsg(fd, &m, flags));
-    if (r > 0) {
-      link.tcp_sent += static_cast<uint64_t>(r);
-      stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
-    }
-    return r;
-  }
-  if (flags & MSG_OOB) return -EOPNOTSUPP;
-  if (link.orphaned) return epipe(0, flags);
-  Channel& ch = *link.channel;
-  if (link.fin_sent) return epipe(0, flags);
-  if (!link.tx_cut) {
-    std::lock_guard<Lock> lock(ch.mu());
-    if (!ch.post_control_st(wire::Op::cutover, link.tcp_sent)) return epipe(0, flags);
-    link.tx_cut = true;
-  }
-  if (total == 0) return 0;
   size_t sent = 0;
+  Deadline deadline;
   for (;;) {
     const uint32_t seen = link.signal.load();
-    size_t k;
-    bool dead;
+    size_t k = 0;
+    bool dead = false;
     {
-      std::lock_guard<Lock> lock(ch.mu());
+      std::unique_lock<Lock> tx(s.tx_mu);
+      if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
+        ++link.tcp_senders;
+        tx.unlock();
+        Slice rest(iov, iovcnt, sent, total - sent, total);
+        long r = send_tcp(fd, s, link, rest.v, rest.n, flags, sent);
+        if (r < 0) return broken(sent, static_cast<int>(-r));
+        sent += static_cast<size_t>(r);
+        // A blocking kernel send returns short only when it was interrupted or timed out.
+        return static_cast<long>(sent);
+      }
+      if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);
+      if (link.orphaned || link.fin_sent) return epipe(sent, flags);
+      if (!cut_over(s, link)) return epipe(sent, flags);
+      if (total == 0) return 0;
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
       if (!ch.fits_st(total - sent)) ch.progress_st();
       dead = ch.failed() || link.peer_gone.load();
       Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
     }
-    if (dead) return epipe(sent, flags);
+    if (dead) {
+      // A reset the kernel socket received is reported once, as the kernel's send
+      // would (ECONNRESET, no SIGPIPE); after that, EPIPE.
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (!sent && real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return -err;
+      return epipe(sent, flags);
+    }
     sent += k;
     stats::add(stats::g.bytes_rdma_sent, k);
     if (sent == total) return static_cast<long>(sent);
     if (nonblock) return broken(sent, EAGAIN);
     if (k > 0) continue;
-    int w = wait_for(link, seen, s.sndtimeo_us.load());
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
     if (w < 0) return broken(sent, -w);
   }
 }
@@ -282,20 +384,51 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
 long shutdown(int fd, Socket& s, int how) noexcept {
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return -EINVAL;
   Link& link = *s.link;
-  if (!link.established() || s.transport() == Transport::kernel) return api::sys(real.shutdown(fd, how));
+  if (!link.established() || s.transport() == Transport::kernel) {
+    long r = api::sys(real.shutdown(fd, how));
+    link.signal.bump();  // sleepers on the link look at the kernel socket again
+    return r;
+  }
   if (how != SHUT_WR) {
     std::lock_guard<Lock> rx(s.rx_mu);
     link.rd_shut = true;
   }
   if (how != SHUT_RD) {
-    std::lock_guard<Lock> tx(s.tx_mu);
-    std::lock_guard<Lock> lock(link.channel->mu());
-    Channel& ch = *link.channel;
-    if (!link.tx_cut && ch.post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
-    if (!link.fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link.fin_sent = true;
+    std::unique_lock<Lock> tx(s.tx_mu);
+    if (!link.tx_cut && link.tcp_senders > 0) {
+      // A thread sleeps in a kernel send that began before the cutover: the kernel's
+      // shutdown ends it (as it would without ferry), and its count joins tcp_sent.
+      real.shutdown(fd, SHUT_WR);
+      while (link.tcp_senders > 0) {
+        tx.unlock();
+        sched_yield();
+        tx.lock();
+      }
+    }
+    if (!link.fin_sent && cut_over(s, link)) {
+      std::lock_guard<Lock> lock(link.channel->mu());
+      link.channel->finish_st();
+    }
+    link.fin_sent = true;
   }
   link.signal.bump();
   return 0;
+}
+
+void sndbuf_changed(Socket& s) noexcept {
+  std::lock_guard<Lock> tx(s.tx_mu);
+  if (!s.link || !s.link->tx_cut) return;  // the cutover reads it
+  std::lock_guard<Lock> lock(s.link->channel->mu());
+  s.link->channel->set_queue_limit_st(queue_limit(s, *s.link->channel));
+}
+
+long unsent(int fd, Socket& s) noexcept {
+  int tcp = 0;
+  if (real.ioctl(fd, SIOCOUTQ, &tcp) != 0) return -errno;
+  Link& link = *s.link;
+  if (!link.established()) return tcp;
+  std::lock_guard<Lock> lock(link.channel->mu());
+  return tcp + static_cast<long>(link.channel->unsent_st());
 }
 
 long readable(int fd, Socket& s) noexcept {

@@ -12,7 +12,16 @@ namespace ferry::stream {
 long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept;
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept;
 long shutdown(int fd, Socket& s, int how) noexcept;
+// Cuts the send side over to the ring (the first RDMA message names the bytes TCP
+// carried). Needs s.tx_mu held, the link established and no kernel send running
+// (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.
+bool cut_over(Socket& s, Link& link) noexcept;
 // Bytes a recv could return now (FIONREAD / SIOCINQ).
 long readable(int fd, Socket& s) noexcept;
+// Bytes accepted by sends and not yet handed to the peer (SIOCOUTQ / SIOCOUTQNSD).
+long unsent(int fd, Socket& s) noexcept;
+// The program set SO_SNDBUF (s.sndbuf holds the kernel's value): the send queue's
+// limit follows.
+void sndbuf_changed(Socket& s) noexcept;
 
 }  // namespace ferry::stream

@@ -8,6 +8,7 @@
 #include "core/poller.h"
 #include "core/rdma.h"
 #include "core/stats.h"
+#include "core/stream.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -247,9 +248,8 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
 // send does it.
 void try_cutover_st(Link& link, Socket& s) {
   std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-  if (!tx.owns_lock() || link.tx_cut) return;
-  std::lock_guard<Lock> lock(link.channel->mu());
-  if (link.channel->post_control_st(wire::Op::cutover, link.tcp_sent)) link.tx_cut = true;
+  if (!tx.owns_lock() || link.tx_cut || link.tcp_senders > 0) return;
+  stream::cut_over(s, link);
 }
 
 void established_st(Conn* c) {
@@ -498,7 +498,12 @@ void adopt_st(std::unique_ptr<Conn> conn) {
   st().conns[c->link.get()] = std::move(conn);
 }
 
-// Flushes what was sent, then closes the RDMA side and the TCP duplicate.
+// How many 1 ms looks a closed connection waits for its peer to make progress (room in
+// its ring for queued bytes, completions of what was posted) before it is dropped.
+constexpr int kRetirePatience = 60000;
+
+// Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
+// after a close), then closes the RDMA side and the TCP duplicate.
 void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
   auto it = st().conns.find(link.get());
   if (it == st().conns.end()) return;
@@ -507,8 +512,11 @@ void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
     bool drained;
     {
       std::lock_guard<Lock> lock(link->channel->mu());
-      link->channel->progress_st();
-      drained = link->channel->failed() || link->channel->sq_outstanding_st() == 0;
+      Channel& ch = *link->channel;
+      const size_t unsent = ch.unsent_st();
+      ch.progress_st();
+      drained = ch.failed() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
+      if (ch.unsent_st() != unsent) attempts_left = kRetirePatience;  // the peer made room
     }
     if (!drained && attempts_left > 0) {
       poller::at_st(Clock::now() + std::chrono::milliseconds(1), [link, attempts_left] {
@@ -636,10 +644,15 @@ void release(Socket& s) noexcept {
     std::lock_guard<Lock> lock(link->channel->mu());
     Channel& ch = *link->channel;
     if (!link->tx_cut && ch.post_control_st(wire::Op::cutover, link->tcp_sent)) link->tx_cut = true;
-    if (!link->fin_sent && ch.post_control_st(wire::Op::fin, ch.written_st())) link->fin_sent = true;
+    if (s.linger_s.load() == 0) {
+      ch.abort_st();  // the kernel socket's close sent the reset
+    } else if (!link->fin_sent && link->tx_cut) {
+      ch.finish_st();
+    }
+    link->fin_sent = true;
     ch.flush_st();
   }
-  poller::submit([link] { retire_st(link, 2000); });
+  poller::submit([link] { retire_st(link, kRetirePatience); });
 }
 
 void end_of_batch_st() { st().dropped.clear(); }

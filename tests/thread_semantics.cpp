@@ -1,0 +1,362 @@
+// Several threads on one connection, and the buffering programs rely on: prints one
+// line per observable result; run plainly and under ferry (both ends in this process,
+// connections on RDMA), the outputs must be identical. No result depends on timing:
+// where a thread must be asleep in a call before another acts, the scenario waits long
+// enough for that, and a defect shows as a different line or a hang (the harness's
+// timeout), never as a slow figure.
+//   thread_semantics IP
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "semantics_pair.h"
+
+namespace {
+
+using namespace semantics;
+
+void settle() { usleep(300000); }  // long enough for a thread to be asleep in its call
+
+uint8_t byte_at(size_t i) { return static_cast<uint8_t>((i * 2654435761u) >> 13); }
+
+// FNV-1a of a stream, fed piece by piece.
+struct Digest {
+  uint64_t h = 1469598103934665603ull;
+  void add(const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  }
+};
+
+bool send_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    long r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Reads until EOF or `limit` bytes; how many, and their digest.
+size_t read_all(int fd, Digest& d, size_t limit = SIZE_MAX) {
+  std::vector<uint8_t> buf(64 * 1024);
+  size_t got = 0;
+  while (got < limit) {
+    long r = recv(fd, buf.data(), std::min(buf.size(), limit - got), 0);
+    if (r <= 0) break;
+    d.add(buf.data(), static_cast<size_t>(r));
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
+std::vector<uint8_t> pattern(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = byte_at(i);
+  return v;
+}
+
+void shutdown_wakes_blocked_recv(int how, const char* name) {
+  printf("shutdown(%s) from another thread wakes a blocked recv\n", name);
+  Pair p;
+  long r = -2;
+  int err = 0;
+  std::thread t([&] {
+    char b[16];
+    r = recv(p.s, b, sizeof b, 0);
+    err = errno;
+  });
+  settle();
+  show("shutdown", shutdown(p.s, how));
+  t.join();
+  errno = err;
+  show("blocked recv", r);
+  char b[4];
+  show("recv after", recv(p.s, b, sizeof b, MSG_DONTWAIT));
+}
+
+void dontwait_beside_blocked_recv() {
+  puts("recv(MSG_DONTWAIT) while another thread is blocked in recv");
+  Pair p;
+  long r = -2;
+  std::thread t([&] {
+    char b[16];
+    r = recv(p.s, b, sizeof b, 0);
+  });
+  settle();
+  char b[4];
+  show("recv MSG_DONTWAIT", recv(p.s, b, sizeof b, MSG_DONTWAIT));
+  show("send 5", send(p.c, "hello", 5, 0));
+  t.join();
+  show("blocked recv", r);
+}
+
+// A sender blocked on a full connection: another thread's MSG_DONTWAIT send returns at
+// once (EAGAIN, or the byte when the kernel found room between the blocked sender's
+// pieces); the reader then takes everything, in order.
+void dontwait_beside_blocked_send() {
+  puts("send(MSG_DONTWAIT) while another thread is blocked in send");
+  Pair p;
+  const size_t n = 64u << 20;  // more than any connection buffers
+  std::vector<uint8_t> data = pattern(n);
+  bool ok = false;
+  std::thread t([&] { ok = send_all(p.c, data.data(), n); });
+  settle();
+  long r = send(p.c, "x", 1, MSG_DONTWAIT);
+  printf("  send MSG_DONTWAIT returned without waiting: %s\n", r == 1 || (r < 0 && errno == EAGAIN) ? "yes" : "no");
+  std::vector<uint8_t> in(n + 1);
+  size_t k = 0;
+  while (k < n + (r == 1)) {
+    long g = recv(p.s, in.data() + k, n + 1 - k, 0);
+    if (g <= 0) break;
+    k += static_cast<size_t>(g);
+  }
+  t.join();
+  // The stream is the blocked sender's bytes, with the other thread's byte (if sent)
+  // somewhere between them.
+  bool intact = k == n + (r == 1);
+  for (size_t i = 0, j = 0, extra = r == 1; intact && i < k; ++i) {
+    if (j < n && in[i] == data[j]) {
+      ++j;
+    } else if (extra && in[i] == 'x') {
+      extra = 0;
+    } else {
+      intact = false;
+    }
+  }
+  printf("  blocked send completed %d, reader got everything in order %d\n", ok, intact);
+}
+
+// shutdown(SHUT_WR) from another thread ends a blocked send: it reports the bytes it
+// had queued (some, never all) and the peer reads exactly those, then EOF.
+void shutdown_wakes_blocked_send() {
+  puts("shutdown(SHUT_WR) from another thread wakes a blocked send");
+  Pair p;
+  const size_t n = 64u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  long r = -2;
+  int err = 0;
+  std::thread t([&] {
+    r = send(p.c, data.data(), n, MSG_NOSIGNAL);
+    err = errno;
+  });
+  settle();
+  show("shutdown SHUT_WR", shutdown(p.c, SHUT_WR));
+  t.join();
+  printf("  blocked send returned %s\n", r > 0 && static_cast<size_t>(r) < n ? "a partial count" : r < 0 ? strerrorname_np(err) : "everything");
+  Digest want, got;
+  size_t k = read_all(p.s, got);
+  want.add(data.data(), k);
+  printf("  reader got the sent count %d, intact %d\n", r > 0 && k == static_cast<size_t>(r), got.h == want.h);
+}
+
+// Two threads receive from one connection at once: every byte reaches exactly one of
+// them.
+void two_readers() {
+  puts("two threads receive from one connection");
+  Pair p;
+  const size_t n = 4u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  std::atomic<uint64_t> sum{0}, count{0};
+  auto reader = [&] {
+    std::vector<uint8_t> b(3000);
+    for (;;) {
+      long r = recv(p.s, b.data(), b.size(), 0);
+      if (r <= 0) break;
+      uint64_t s = 0;
+      for (long i = 0; i < r; ++i) s += b[static_cast<size_t>(i)];
+      sum += s;
+      count += static_cast<uint64_t>(r);
+    }
+  };
+  std::thread a(reader), b(reader);
+  bool ok = send_all(p.c, data.data(), n);
+  shutdown(p.c, SHUT_WR);
+  a.join();
+  b.join();
+  uint64_t want = 0;
+  for (uint8_t x : data) want += x;
+  printf("  sent %d, received %llu bytes, byte sum matches %d\n", ok, static_cast<unsigned long long>(count.load()), sum.load() == want);
+}
+
+// Two threads send whole messages at once: each message arrives whole and each
+// thread's messages in order.
+void two_writers() {
+  puts("two threads send on one connection");
+  Pair p;
+  const int per = 2000;
+  const size_t len = 100;
+  auto writer = [&](uint8_t id) {
+    uint8_t m[len];
+    for (int i = 0; i < per; ++i) {
+      memset(m, id, len);
+      memcpy(m + 1, &i, sizeof i);
+      send_all(p.c, m, len);
+    }
+  };
+  std::thread a(writer, 1), b(writer, 2);
+  int next[3] = {0, 0, 0}, bad = 0;
+  uint8_t m[len];
+  for (int got = 0; got < 2 * per; ++got) {
+    size_t have = 0;
+    while (have < len) {
+      long r = recv(p.s, m + have, len - have, 0);
+      if (r <= 0) break;
+      have += static_cast<size_t>(r);
+    }
+    int seq;
+    memcpy(&seq, m + 1, sizeof seq);
+    const uint8_t id = m[0];
+    if (have != len || (id != 1 && id != 2) || m[len - 1] != id || seq != next[id]++) ++bad;
+  }
+  a.join();
+  b.join();
+  printf("  messages from each thread in order and whole: %d\n", bad == 0);
+}
+
+// Two threads blocked in recv with SO_RCVTIMEO: both time out.
+void timeouts_in_two_threads() {
+  puts("SO_RCVTIMEO in two blocked threads");
+  Pair p;
+  timeval tv{0, 300000};
+  setsockopt(p.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  long r[2];
+  int e[2];
+  auto reader = [&](int i) {
+    char b[8];
+    r[i] = recv(p.s, b, sizeof b, 0);
+    e[i] = errno;
+  };
+  std::thread a(reader, 0), b(reader, 1);
+  a.join();
+  b.join();
+  for (int i = 0; i < 2; ++i) {
+    errno = e[i];
+    show("recv", r[i]);
+  }
+}
+
+// The client writes everything before it reads anything; the server echoes as it
+// reads. Kernel TCP's buffers hold several MiB per direction, and programs rely on it.
+void write_everything_then_read(size_t n) {
+  printf("echo of %zu MiB written before it is read\n", n >> 20);
+  Pair p;
+  std::vector<uint8_t> data = pattern(n);
+  std::thread echo([&] {
+    std::vector<uint8_t> b(64 * 1024);
+    for (;;) {
+      long r = recv(p.s, b.data(), b.size(), 0);
+      if (r <= 0 || !send_all(p.s, b.data(), static_cast<size_t>(r))) break;
+    }
+    shutdown(p.s, SHUT_WR);
+  });
+  bool ok = send_all(p.c, data.data(), n);
+  shutdown(p.c, SHUT_WR);
+  Digest want, got;
+  want.add(data.data(), n);
+  size_t k = read_all(p.c, got);
+  echo.join();
+  printf("  wrote all %d, read back %zu bytes, intact %d\n", ok, k, got.h == want.h);
+}
+
+// sendfile with no offset on a non-blocking socket that fills up: the file position
+// moves by exactly what was sent, so a loop of such calls sends the file whole.
+void sendfile_nonblocking_no_offset() {
+  puts("sendfile with no offset on a non-blocking socket");
+  Pair p;
+  const size_t n = 8u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  char path[] = "/tmp/ferry-threads-XXXXXX";
+  int f = mkstemp(path);
+  unlink(path);
+  if (write(f, data.data(), n) != static_cast<long>(n)) perror("write");
+  lseek(f, 0, SEEK_SET);
+  Digest want, got;
+  want.add(data.data(), n);
+  size_t k = 0;
+  std::thread reader([&] { k = read_all(p.s, got); });
+  fcntl(p.c, F_SETFL, fcntl(p.c, F_GETFL) | O_NONBLOCK);
+  size_t sent = 0;
+  int eagains = 0;
+  while (sent < n) {
+    long r = sendfile(p.c, f, nullptr, n - sent);
+    if (r > 0) {
+      sent += static_cast<size_t>(r);
+    } else if (r < 0 && errno == EAGAIN) {
+      ++eagains;
+      pollfd pf{p.c, POLLOUT, 0};
+      poll(&pf, 1, 5000);
+    } else {
+      break;
+    }
+  }
+  printf("  file position at the end %s\n", lseek(f, 0, SEEK_CUR) == static_cast<off_t>(n) ? "n" : "wrong");
+  shutdown(p.c, SHUT_WR);
+  reader.join();
+  close(f);
+  printf("  sent %zu, reader got %zu, intact %d\n", sent, k, got.h == want.h);
+}
+
+// SO_LINGER {1, 0} then close: the peer reads what was sent, then the reset, then EOF;
+// its sends fail.
+void linger_zero_resets() {
+  puts("SO_LINGER {1, 0} then close: the peer sees a reset");
+  Pair p;
+  show("send 3", send(p.c, "abc", 3, 0));
+  usleep(100000);
+  linger lg{1, 0};
+  show("setsockopt SO_LINGER {1, 0}", setsockopt(p.c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+  show("close", close(p.c));
+  p.c = -1;
+  settle();
+  pollfd pf{p.s, POLLIN | POLLOUT | POLLRDHUP, 0};
+  show("poll", poll(&pf, 1, 1000));
+  printf("  revents %#x\n", pf.revents);
+  char b[8];
+  show("recv", recv(p.s, b, sizeof b, 0));
+  show("recv", recv(p.s, b, sizeof b, 0));
+  show("recv", recv(p.s, b, sizeof b, 0));
+  pf.revents = 0;
+  show("poll", poll(&pf, 1, 1000));
+  printf("  revents %#x\n", pf.revents);
+  show("send", send(p.s, "x", 1, MSG_NOSIGNAL));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: thread_semantics IP\n");
+    return 2;
+  }
+  g_ip = argv[1];
+  g_port = 7900;
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  time_t start = time(nullptr);
+  // THREADS_ONLY=NAME runs one scenario (for debugging).
+  const char* only = getenv("THREADS_ONLY");
+  auto run = [only](const char* name, auto f) {
+    if (!only || !strcmp(only, name)) f();
+  };
+  run("shutdown_rdwr", [] { shutdown_wakes_blocked_recv(SHUT_RDWR, "SHUT_RDWR"); });
+  run("shutdown_rd", [] { shutdown_wakes_blocked_recv(SHUT_RD, "SHUT_RD"); });
+  run("dontwait_recv", dontwait_beside_blocked_recv);
+  run("dontwait_send", dontwait_beside_blocked_send);
+  run("shutdown_send", shutdown_wakes_blocked_send);
+  run("two_readers", two_readers);
+  run("two_writers", two_writers);
+  run("timeouts", timeouts_in_two_threads);
+  run("echo", [] { write_everything_then_read(4u << 20); });
+  run("sendfile", sendfile_nonblocking_no_offset);
+  run("linger", linger_zero_resets);
+  puts("done");
+  fprintf(stderr, "%ld s\n", static_cast<long>(time(nullptr) - start));
+  return 0;
+}
