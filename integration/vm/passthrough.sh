@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# What ferry costs a connection that stays on kernel TCP. Runs each workload under each
+# setup, setups in alternating order run by run, and prints the medians of RUNS runs
+# and each setup's ratio to plain. Natively (loopback, never upgraded) or inside the
+# test bed over $TESTBED_IP (upgrades refused). Never fails on a number.
+#   passthrough.sh BUILD_DIR RUNS SECONDS native|vm [OUT_DIR (default $VM_OUT)]
+# Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
+# client = plain server, client under ferry (its upgrade is refused: no rdma_cm listener);
+# nodev = both under ferry with FERRY_DEVICES naming no device;
+# both = both under ferry, PostgreSQL only: the postmaster forks a backend per
+# connection and no process answers the client's upgrade request.
+set -uo pipefail
+build=$1
+runs=$2
+secs=$3
+where=$4
+out=${5:-${VM_OUT:-/tmp/passthrough-out}}
+here=$(cd "$(dirname "$0")" && pwd)
+if [ "$where" = vm ]; then
+  ip=${TESTBED_IP:?run inside integration/testbed}
+  setups="plain client nodev"
+  pg_setups="plain client both nodev"
+  redis_n=$((secs * 1500))
+else
+  ip=127.0.0.1
+  setups="plain ferry"
+  pg_setups="plain ferry"
+  redis_n=$((secs * 15000))
+fi
+res=$(mktemp -d)
+logs=$out/logs
+mkdir -p "$logs"
+chmod 1777 "$logs"  # the PostgreSQL server runs as nobody
+limit=$((secs * 6 + 60))
+port=$((21000 + RANDOM % 20000))
+
+# side SETUP server|client: the words that start that end of SETUP, in $pre.
+side() {
+  local setup=$1 end=$2
+  pre=()
+  case $setup/$end in
+    ferry/*|both/*|client/client) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
+    nodev/*) pre=(env FERRY_DEVICES=none FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
+  esac
+}
+
+wait_listen() {
+  for _ in $(seq 100); do ss -Hltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.1; done
+  return 1
+}
+
+stop() {  # stop PID [SIGNAL]
+  kill -"${2:-TERM}" "$1" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
+note() { echo "$3" >> "$res/$1.$2"; }  # note METRIC SETUP VALUE
+
+redis() {
+  local setup=$1 server
+  port=$((port + 1)); tag=redis.$setup.$r
+  side "$setup" server
+  "${pre[@]}" redis-server --port $port --bind "$ip" --protected-mode no --save '' --appendonly no \
+    > "$logs/$tag.server.out" 2>&1 &
+  server=$!
+  wait_listen $port
+  side "$setup" client
+  timeout -k 5 $limit "${pre[@]}" redis-benchmark -h "$ip" -p $port -c 10 -n "$redis_n" -t set,get --csv \
+    > "$logs/$tag.out" 2>&1
+  stop $server
+  note redis_set_rps "$setup" "$(awk -F'"' '$2 == "SET" {print $4}' "$logs/$tag.out")"
+  note redis_get_rps "$setup" "$(awk -F'"' '$2 == "GET" {print $4}' "$logs/$tag.out")"
+}
+
+iperf() {
+  local setup=$1 server
+  port=$((port + 1)); tag=iperf3.$setup.$r
+  side "$setup" server
+  "${pre[@]}" iperf3 -s -1 -B "$ip" -p $port > "$logs/$tag.server.out" 2>&1 &
+  server=$!
+  wait_listen $port
+  side "$setup" client
+  timeout -k 5 $limit "${pre[@]}" iperf3 -c "$ip" -p $port -t "$secs" -f g > "$logs/$tag.out" 2>&1
+  stop $server
+  note iperf3_gbps "$setup" "$(awk '/receiver/ {print $(NF-2)}' "$logs/$tag.out")"
+}
+
+# A throwaway PostgreSQL cluster owned by nobody (initdb refuses root).
+pg=$(mktemp -d)
+chmod 755 "$pg"
+chown nobody "$pg"
+as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+"${as_nobody[@]}" "$pg_bin/initdb" -D "$pg/data" -A trust -U postgres --no-sync > "$logs/initdb.out" 2>&1
+
+pg_start() {  # pg_start SETUP: the postmaster's pid in $pgpid
+  side "$1" server
+  "${as_nobody[@]}" "${pre[@]}" "$pg_bin/postgres" -D "$pg/data" -p $port -k "$pg" -c "listen_addresses=$ip" \
+    -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=30 \
+    -c shared_buffers=32MB -c dynamic_shared_memory_type=mmap > "$logs/$tag.server.out" 2>&1 &
+  pgpid=$!
+  wait_listen $port
+}
+
+pgbench() {  # pgbench SETUP METRIC PGBENCH_ARGS...
+  local setup=$1 metric=$2
+  shift 2
+  port=$((port + 1)); tag=$metric.$setup.$r
+  pg_start "$setup"
+  side "$setup" client
+  timeout -k 5 $limit "${pre[@]}" "$pg_bin/pgbench" -h "$ip" -p $port -U postgres -n -T "$secs" "$@" postgres \
+    > "$logs/$tag.out" 2>&1
+  stop $pgpid INT
+  note "$metric" "$setup" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
+}
+
+tag=pginit
+pg_start plain
+"$pg_bin/pgbench" -h "$ip" -p $port -U postgres -i -s 2 -q postgres > "$logs/pginit.out" 2>&1
+stop $pgpid INT
+
+"$build/ferry" true  # warm the page cache
+order() {  # order SETUPS: forward on odd runs, reversed on even ones
+  if [ $((r % 2)) -eq 1 ]; then echo "$1"; else echo "$1" | tr ' ' '\n' | tac | tr '\n' ' '; fi
+}
+for r in $(seq "$runs"); do
+  echo "bench-passthrough: $where run $r of $runs" >&2
+  for s in $(order "$setups"); do redis "$s"; done
+  for s in $(order "$setups"); do iperf "$s"; done
+  for s in $(order "$pg_setups"); do pgbench "$s" pgbench_S_tps -S -c 4 -j 2; done
+  for s in $(order "$pg_setups"); do pgbench "$s" pgbench_SC_tps -S -C -c 2 -j 2; done
+done
+rm -rf "$pg"
+
+median() { sort -g | awk 'NF {v[++n]=$1} END {if (!n) print "-"; else print (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2}'; }
+all=$(echo "$pg_setups" | wc -w)
+printf '\n%s: medians of %d runs of %ds; ratios setup/plain\n' "$where" "$runs" "$secs"
+printf '%-16s' metric
+for s in $pg_setups; do printf ' %10s' "$s"; done
+for s in $pg_setups; do [ "$s" != plain ] && printf ' %10s' "$s/plain"; done
+echo
+for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps; do
+  printf '%-16s' "$m"
+  base=$(median < "$res/$m.plain" 2>/dev/null)
+  for s in $pg_setups; do
+    v=$( [ -s "$res/$m.$s" ] && median < "$res/$m.$s" || echo -)
+    printf ' %10s' "$v"
+  done
+  for s in $pg_setups; do
+    [ "$s" = plain ] && continue
+    v=$( [ -s "$res/$m.$s" ] && median < "$res/$m.$s" || echo -)
+    awk -v a="$base" -v b="$v" 'BEGIN {if (a + 0 > 0 && b != "-") printf " %10.3f", b / a; else printf " %10s", "-"}'
+  done
+  echo
+done
+# Every connection above must have stayed on TCP: ferry's counters say so.
+echo
+echo "ferry's counters over all runs (clients and servers): upgraded, and why connections stayed on TCP"
+cat "$logs"/*.log "$logs"/*.server.out 2>/dev/null | grep -oE '\b(upgrades_started|upgraded|tcp_[a-z_]+|requests_unmatched)[ =:]+[0-9]+' |
+  sed -E 's/[ =:]+/ /' | awk '{s[$1] += $2} END {for (k in s) printf "  %s %d\n", k, s[k]}' | sort
+rm -rf "$res"
