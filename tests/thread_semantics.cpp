@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <thread>
@@ -328,6 +329,69 @@ void linger_zero_resets() {
   show("send", send(p.s, "x", 1, MSG_NOSIGNAL));
 }
 
+// fork while another thread is blocked in recv on the connection: the child's calls on
+// the inherited socket return (what they return for a connection on RDMA may differ,
+// so only that is printed), and the parent's connection goes on as if nothing happened.
+void fork_beside_blocked_recv() {
+  puts("fork while another thread is blocked in recv");
+  Pair p;
+  long r = -2;
+  std::thread t([&] {
+    char b[16];
+    r = recv(p.s, b, sizeof b, 0);
+  });
+  settle();
+  pid_t child = fork();
+  if (child == 0) {
+    char b[4];
+    recv(p.s, b, sizeof b, MSG_DONTWAIT);
+    close(p.s);
+    close(p.c);
+    _exit(0);
+  }
+  int status = -1;
+  waitpid(child, &status, 0);
+  printf("  child's calls returned %d\n", WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  show("send 5", send(p.c, "after", 5, 0));
+  t.join();
+  show("blocked recv", r);
+  const size_t n = 1u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  Digest want, got;
+  want.add(data.data(), n);
+  std::thread w([&] { send_all(p.s, data.data(), n); });
+  size_t k = read_all(p.c, got, n);
+  w.join();
+  printf("  then 1 MiB back: %zu bytes, intact %d\n", k, got.h == want.h);
+}
+
+// A daemon that closes every descriptor but its connection's (a loop of close, then
+// close_range and closefrom) and dup2s over low numbers: the connection goes on.
+void close_everything_else() {
+  puts("closing every other descriptor, then using the connection");
+  Pair p;
+  for (int fd = 3; fd < 1024; ++fd)
+    if (fd != p.c && fd != p.s) close(fd);
+  const int hi = std::max(p.c, p.s);
+  show("close_range above the connection", close_range(static_cast<unsigned>(hi) + 1, ~0U, 0));
+  closefrom(hi + 1);
+  int f = open("/dev/null", O_WRONLY);
+  for (int fd = hi + 1; fd < hi + 64; ++fd) dup2(f, fd);
+  for (int fd = hi + 1; fd < hi + 64; ++fd) close(fd);
+  close(f);
+  const size_t n = 4u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  Digest want, got_s, got_c;
+  want.add(data.data(), n);
+  std::thread w([&] { send_all(p.c, data.data(), n); });
+  size_t ks = read_all(p.s, got_s, n);
+  w.join();
+  std::thread w2([&] { send_all(p.s, data.data(), n); });
+  size_t kc = read_all(p.c, got_c, n);
+  w2.join();
+  printf("  4 MiB each way: %zu %zu bytes, intact %d %d\n", ks, kc, got_s.h == want.h, got_c.h == want.h);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -356,6 +420,8 @@ int main(int argc, char** argv) {
   run("echo", [] { write_everything_then_read(4u << 20); });
   run("sendfile", sendfile_nonblocking_no_offset);
   run("linger", linger_zero_resets);
+  run("fork", fork_beside_blocked_recv);
+  run("close_everything", close_everything_else);  // last: it closes what came before
   puts("done");
   fprintf(stderr, "%ld s\n", static_cast<long>(time(nullptr) - start));
   return 0;
