@@ -3,18 +3,36 @@
 # setup, setups in alternating order run by run, and prints the medians of RUNS runs
 # and each setup's ratio to plain. Natively (loopback, never upgraded) or inside the
 # test bed over $TESTBED_IP (upgrades refused). Never fails on a number.
-#   passthrough.sh BUILD_DIR RUNS SECONDS native|vm [OUT_DIR (default $VM_OUT)]
+#   passthrough.sh BUILD_DIR RUNS SECONDS native|vm PG_TEMPLATE [WORKLOADS [OUT_DIR]]
+# WORKLOADS: any of redis iperf3 pgbench (default all); OUT_DIR: default $VM_OUT.
+# PG_TEMPLATE: a PostgreSQL data directory made by `passthrough.sh --pg-template DIR`
+# (initdb and pgbench -i take minutes in the emulated VM: they run on the host).
 # Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
 # client = plain server, client under ferry (its upgrade is refused: no rdma_cm listener);
 # nodev = both under ferry with FERRY_DEVICES naming no device;
 # both = both under ferry, PostgreSQL only: the postmaster forks a backend per
 # connection and no process answers the client's upgrade request.
 set -uo pipefail
+as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+if [ "$1" = --pg-template ]; then  # --pg-template DIR: a cluster with pgbench's tables
+  set -e
+  t=$2
+  mkdir -p "$t"; chown nobody "$t"
+  "${as_nobody[@]}" "$pg_bin/initdb" -D "$t/data" -A trust -U postgres --no-sync > "$t/initdb.out" 2>&1
+  echo "host all all 0.0.0.0/0 trust" >> "$t/data/pg_hba.conf"
+  "${as_nobody[@]}" "$pg_bin/pg_ctl" -D "$t/data" -w -o "-c listen_addresses='' -k $t" -l "$t/server.log" start > /dev/null
+  "$pg_bin/pgbench" -h "$t" -U postgres -i -s 1 -q postgres > "$t/pgbench-init.out" 2>&1 || status=$?
+  "${as_nobody[@]}" "$pg_bin/pg_ctl" -D "$t/data" -w -m fast stop > /dev/null
+  exit "${status:-0}"
+fi
 build=$1
 runs=$2
 secs=$3
 where=$4
-out=${5:-${VM_OUT:-/tmp/passthrough-out}}
+template=$5
+workloads=${6:-redis iperf3 pgbench}
+out=${7:-${VM_OUT:-/tmp/passthrough-out}}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$where" = vm ]; then
   ip=${TESTBED_IP:?run inside integration/testbed}
@@ -87,13 +105,11 @@ iperf() {
   note iperf3_gbps "$setup" "$(awk '/receiver/ {print $(NF-2)}' "$logs/$tag.out")"
 }
 
-# A throwaway PostgreSQL cluster owned by nobody (initdb refuses root).
+# A throwaway copy of the template cluster, owned by nobody (PostgreSQL refuses root).
 pg=$(mktemp -d)
 chmod 755 "$pg"
-chown nobody "$pg"
-as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-"${as_nobody[@]}" "$pg_bin/initdb" -D "$pg/data" -A trust -U postgres --no-sync > "$logs/initdb.out" 2>&1
+cp -a "$template/data" "$pg/data"
+chown -R nobody "$pg"
 
 pg_start() {  # pg_start SETUP: the postmaster's pid in $pgpid
   side "$1" server
@@ -116,21 +132,18 @@ pgbench() {  # pgbench SETUP METRIC PGBENCH_ARGS...
   note "$metric" "$setup" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
 }
 
-tag=pginit
-pg_start plain
-"$pg_bin/pgbench" -h "$ip" -p $port -U postgres -i -s 2 -q postgres > "$logs/pginit.out" 2>&1
-stop $pgpid INT
-
 "$build/ferry" true  # warm the page cache
 order() {  # order SETUPS: forward on odd runs, reversed on even ones
   if [ $((r % 2)) -eq 1 ]; then echo "$1"; else echo "$1" | tr ' ' '\n' | tac | tr '\n' ' '; fi
 }
 for r in $(seq "$runs"); do
   echo "bench-passthrough: $where run $r of $runs" >&2
-  for s in $(order "$setups"); do redis "$s"; done
-  for s in $(order "$setups"); do iperf "$s"; done
-  for s in $(order "$pg_setups"); do pgbench "$s" pgbench_S_tps -S -c 4 -j 2; done
-  for s in $(order "$pg_setups"); do pgbench "$s" pgbench_SC_tps -S -C -c 2 -j 2; done
+  if [[ " $workloads " = *" redis "* ]]; then for s in $(order "$setups"); do redis "$s"; done; fi
+  if [[ " $workloads " = *" iperf3 "* ]]; then for s in $(order "$setups"); do iperf "$s"; done; fi
+  if [[ " $workloads " = *" pgbench "* ]]; then
+    for s in $(order "$pg_setups"); do pgbench "$s" pgbench_S_tps -S -c 4 -j 2; done
+    for s in $(order "$pg_setups"); do pgbench "$s" pgbench_SC_tps -S -C -c 2 -j 2; done
+  fi
 done
 rm -rf "$pg"
 
