@@ -27,6 +27,9 @@ class Echo(socketserver.BaseRequestHandler):
 
 class Server(socketserver.ForkingTCPServer):
     allow_reuse_address = True
+    # The client opens all its connections at once; socketserver's default backlog of
+    # 5 overflows on a loaded machine and the kernel resets some (plainly too).
+    request_queue_size = 64
 
 
 def client(ip, port, n):
