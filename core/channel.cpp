@@ -249,8 +249,7 @@ bool Channel::post_records_st(const ring::Record* r, int n) {
     if (i + 1 < n) wr[i].next = &wr[i + 1];
   }
   ibv_send_wr& last = wr[n - 1];
-  if (imm_left_ > 0) {
-    --imm_left_;
+  if (tx_flow_.next_write_wakes()) {
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last.imm_data = 0;
   }
@@ -315,10 +314,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   // The peer returns credits at once while it knows we are blocked (write_st told it
   // when the ring had no room at all); their completion must reach someone who drains.
   if (was_empty) {
-    if (blocked_sent_at_ != tx_.written()) {
-      blocked_sent_at_ = tx_.written();
-      post_control_st(wire::Op::blocked, tx_.written());
-    }
+    if (tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
     arm_st();
   }
   return direct + rest;
@@ -360,10 +356,7 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
   size_t total = 0;
   for (int i = 0; i < n; ++i) total += r[i].payload;
   if (total == 0) {
-    if (want > 0 && blocked_sent_at_ != tx_.written()) {
-      blocked_sent_at_ = tx_.written();
-      post_control_st(wire::Op::blocked, tx_.written());
-    }
+    if (want > 0 && tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
     return 0;
   }
   uint8_t* staging = tx_buf_.get();
@@ -388,7 +381,7 @@ size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
   });
-  if (!peek && got > 0 && rx_.cursors().credit_due(peer_blocked_)) give_credit_st();
+  if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_st();
   return got;
 }
 
@@ -423,8 +416,8 @@ void Channel::handle_control_st(const wire::Control& c) {
       }
       break;
     case wire::Op::blocked:
-      peer_blocked_ = true;
-      if (rx_.cursors().credit_due(true)) give_credit_st();
+      rx_flow_.on_blocked();
+      if (rx_flow_.credit_due(rx_.cursors())) give_credit_st();
       break;
     case wire::Op::cutover:
       peer_cutover_known_ = true;
@@ -437,18 +430,14 @@ void Channel::handle_control_st(const wire::Control& c) {
       ++rx_events_;
       break;
     case wire::Op::sleep:
-      if (c.value - tx_.acked() > tx_.in_flight() || c.count == 0 || c.count > kMostSleepWrites) {
-        fail_st("peer's sleep names a cursor we never wrote or too many writes");
-      } else if (c.value != tx_.written()) {
-        imm_left_ = 0;
-        post_control_st(wire::Op::wake, tx_.written());  // it went to sleep before our last writes
-      } else {
-        imm_left_ = c.count;
+      switch (tx_flow_.on_sleep(c.value, c.count, tx_)) {
+        case flow::Sender::SleepAnswer::malformed: fail_st("peer's sleep names a cursor we never wrote or too many writes"); break;
+        case flow::Sender::SleepAnswer::wake_now: post_control_st(wire::Op::wake, tx_.written()); break;
+        case flow::Sender::SleepAnswer::waking_writes: break;
       }
       break;
     case wire::Op::wake:
-      wake_asked_ = false;
-      imm_owed_ = 0;
+      rx_flow_.on_wake();
       break;
   }
 }
@@ -475,7 +464,7 @@ bool Channel::progress_st() {
         int slot = static_cast<int>(w.wr_id & ~kRecvTag);
         if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           // A write our sleep asked for; its record is found like any other.
-          if (imm_owed_ > 0 && --imm_owed_ == 0) wake_asked_ = false;
+          rx_flow_.on_waking_write();
         } else {
           wire::Control c;
           if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
@@ -507,7 +496,7 @@ void Channel::arm_st() {
 }
 
 void Channel::give_credit_st() {
-  peer_blocked_ = false;
+  rx_flow_.credit_given();
   // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
   std::atomic_thread_fence(std::memory_order_release);
   post_control_st(wire::Op::credit, rx_.cursors().take_credit());
@@ -521,21 +510,15 @@ void Channel::prepare_sleep_st() {
   progress_st();
   // Writes landing from here on raise no completion unless the peer knows we sleep; it
   // compares where we looked with what it wrote, so nothing written meanwhile is missed.
-  if (!wake_asked_ && !failed() && peer_known_) {
-    const uint64_t records = rx_.records() - records_at_sleep_;
-    if (records > 4 * uint64_t{sleep_writes_}) {
-      sleep_writes_ = sleep_writes_ > 1 ? sleep_writes_ / 2 : 1;
-    } else if (sleep_writes_ < kMostSleepWrites) {
-      sleep_writes_ *= 2;
-    }
-    records_at_sleep_ = rx_.records();
-    wire::Control c{wire::Op::sleep, rx_.produced(), sleep_writes_};
-    if (post_control_st(c)) {
-      wake_asked_ = true;
-      imm_owed_ = sleep_writes_;
-      stats::add(stats::g.sleep_notices, 1);
+  if (!failed() && peer_known_) {
+    if (const uint32_t k = rx_flow_.sleep_count(rx_.records())) {
+      if (post_control_st(wire::Control{wire::Op::sleep, rx_.produced(), k})) {
+        rx_flow_.slept(k);
+        stats::add(stats::g.sleep_notices, 1);
+      }
     }
   }
+
 }
 
 bool Channel::on_notified_st() {

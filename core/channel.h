@@ -23,6 +23,7 @@
 // thread about to sleep arms it itself (prepare_sleep_st).
 #pragma once
 
+#include "core/flow.h"
 #include "core/lock.h"
 #include "core/rdma.h"
 #include "core/records.h"
@@ -57,7 +58,7 @@ class Channel {
   // peer that ran out would only be delayed (receiver-not-ready retries), never fail.
   // A sleep asks for at most kMostSleepWrites waking writes, and the next sleep is told
   // only once they all came.
-  static constexpr uint32_t kMostSleepWrites = 64;
+  static constexpr uint32_t kMostSleepWrites = flow::kMostSleepWrites;
   static_assert(kRecvSlots >= 64 + kMostSleepWrites + kRepostBatch && kRecvSlots % kRepostBatch == 0);
 
   // Builds the QP (in INIT, receive requests posted) and the local ring on `id` (route
@@ -214,8 +215,9 @@ class Channel {
   int ctl_next_ = 0;
   int repost_[kRepostBatch] = {};
   int repost_n_ = 0;
-  bool peer_blocked_ = false;
-  uint64_t blocked_sent_at_ = ~uint64_t{0};
+  // The flow-control conversation (credits, blocked, sleep and wake): core/flow.h.
+  flow::Sender tx_flow_;
+  flow::Receiver rx_flow_;
   bool peer_cutover_known_ = false;
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;
@@ -225,16 +227,6 @@ class Channel {
   uint64_t queue_limit_ = 0;
   bool fin_pending_ = false;  // finish_st() waits for the queue to drain
   bool writing_ = false;      // inside write_st: the ring's next records are being planned
-  // Our next writes that carry an immediate, because the peer sleeps (its sleep asked
-  // for that many).
-  uint32_t imm_left_ = 0;
-  // We told the peer we sleep and are still owed a wake or imm_owed_ such writes.
-  bool wake_asked_ = false;
-  uint32_t imm_owed_ = 0;
-  // How many writes our next sleep asks for: more while we sleep between few records
-  // (each sleep would cost a message otherwise), fewer while we find records by polling.
-  uint32_t sleep_writes_ = 1;
-  uint64_t records_at_sleep_ = 0;
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone
   uint32_t looks_ = 0;  // look_st calls
