@@ -260,6 +260,13 @@ bool start() {
 
 }  // namespace
 
+bool on_poller_thread() noexcept { return t_poller_thread; }
+
+void poller_only_violated(const char* where) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) FERRY_LOG(error, "poller", "%s runs on the poller thread only, called from another", where);
+}
+
 bool available() noexcept {
   State s = P().state.load(std::memory_order_acquire);
   if (s != State::unknown) return s == State::running;

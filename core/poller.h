@@ -22,6 +22,15 @@ namespace ferry::poller {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether the calling thread is the poller thread.
+bool on_poller_thread() noexcept;
+// Says so (once, as an error) when a poller-only function runs on another thread.
+void poller_only_violated(const char* where) noexcept;
+#define FERRY_POLLER_ONLY()                                                          \
+  do {                                                                               \
+    if (!::ferry::poller::on_poller_thread()) ::ferry::poller::poller_only_violated(__func__); \
+  } while (0)
+
 // Starts the poller if RDMA can be used in this process; false (remembered) when not.
 bool available() noexcept;
 // True once available() found RDMA unusable here: no socket of the process can ever

@@ -213,6 +213,7 @@ void unwatch(Link& link) {
 void reject_st(rdma::CmId id);
 
 void drop_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   unwatch(*c->link);
   // The link, and with it its channel's rdma_cm id, may outlive this Conn (a socket or
   // an epoll registration still holds it): events for that id from now on (the peer's
@@ -229,11 +230,13 @@ void drop_st(Conn* c) {
 }
 
 void reject_st(rdma::CmId id) {
+  FERRY_POLLER_ONLY();
   if (id) rdma_reject(id.get(), nullptr, 0);
 }
 
 // The upgrade is off: the connection stays on TCP.
 void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
+  FERRY_POLLER_ONLY();
   stats::add(reason, 1);
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u stays on TCP: %s", c->link->client ? "client" : "server",
             c->local_port, c->peer_port, why);
@@ -247,12 +250,14 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
 // The send side switches to RDMA now if no send is in progress; otherwise the next
 // send does it.
 void try_cutover_st(Link& link, Socket& s) {
+  FERRY_POLLER_ONLY();
   std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
   if (!tx.owns_lock() || link.tx_cut || link.tcp_senders > 0) return;
   stream::cut_over(s, link);
 }
 
 void established_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   SocketRef s = c->link->socket.lock();
   if (!s) return;  // released meanwhile; retire() cleans up
   c->registered = c->pending->registered_bytes();
@@ -285,6 +290,7 @@ std::atomic<uint64_t>& reason_of(const std::string& why) {
 }
 
 std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why) {
+  FERRY_POLLER_ONLY();
   std::string dwhy;
   rdma::Device* d = rdma::device_for(id->verbs, dwhy);
   if (!d) {
@@ -303,6 +309,7 @@ bool device_ok(rdma_cm_id* id) {
 }
 
 void start_client_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   rdma_cm_id* raw = nullptr;
   if (rdma_create_id(poller::cm_channel(), &raw, c, RDMA_PS_TCP) != 0) {
     fail_st(c, stats::g.tcp_resources, "rdma_create_id failed");
@@ -322,6 +329,7 @@ void start_client_st(Conn* c) {
 void connect_when_armed_st(Conn* c);
 
 void on_route_event_st(Conn* c, rdma_cm_event_type type) {
+  FERRY_POLLER_ONLY();
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       if (!device_ok(c->id.get())) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
@@ -338,6 +346,7 @@ void on_route_event_st(Conn* c, rdma_cm_event_type type) {
 
 // The client connects once the route is known and the program has armed the upgrade.
 void connect_when_armed_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   int arm = c->link->arm.load();
   if (!c->resolved || arm == Link::undecided || c->committed) return;
   // The last moment either side may still back out alone.
@@ -355,6 +364,7 @@ void connect_when_armed_st(Conn* c) {
 }
 
 void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
+  FERRY_POLLER_ONLY();
   std::string why;
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -383,6 +393,7 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
 
 // Answers a request with the server connection it names.
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
+  FERRY_POLLER_ONLY();
   st().awaiting.erase(c->key);
   c->key.clear();
   if (c->link->arm.load() == Link::undecided) {
@@ -416,6 +427,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
 }
 
 void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len) {
+  FERRY_POLLER_ONLY();
   rdma::CmId id(raw);
   id->context = nullptr;
   wire::Hello h;
@@ -445,6 +457,7 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
 }
 
 void on_server_event_st(Conn* c, rdma_cm_event_type type) {
+  FERRY_POLLER_ONLY();
   switch (type) {
     case RDMA_CM_EVENT_ESTABLISHED:
       return established_st(c);
@@ -458,6 +471,7 @@ void on_server_event_st(Conn* c, rdma_cm_event_type type) {
 }
 
 void start_server_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   st().awaiting[c->key] = c;
   for (auto it = st().held.begin(); it != st().held.end(); ++it) {
     if (it->key == c->key) {
@@ -473,6 +487,7 @@ void start_server_st(Conn* c) {
 // the window stays on TCP: a client under ferry asks at its first data call, before
 // its first byte. Until the peer sends, the wait costs nothing but a table entry.
 void arm_deadline_st(Conn* c) {
+  FERRY_POLLER_ONLY();
   if (c->link->client || c->committed || c->parked || c->deadline_set) return;
   c->deadline_set = true;
   std::weak_ptr<Link> weak = c->link;
@@ -488,12 +503,14 @@ void arm_deadline_st(Conn* c) {
 }
 
 void Conn::on_event_st(uint32_t) {
+  FERRY_POLLER_ONLY();
   if (link->phase.load() == Link::Phase::handshake) arm_deadline_st(this);
   link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
 }
 
 void adopt_st(std::unique_ptr<Conn> conn) {
+  FERRY_POLLER_ONLY();
   Conn* c = conn.get();
   st().conns[c->link.get()] = std::move(conn);
 }
@@ -505,6 +522,7 @@ constexpr int kRetirePatience = 60000;
 // Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
 // after a close), then closes the RDMA side and the TCP duplicate.
 void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
+  FERRY_POLLER_ONLY();
   auto it = st().conns.find(link.get());
   if (it == st().conns.end()) return;
   Conn* c = it->second.get();
@@ -658,6 +676,7 @@ void release(Socket& s) noexcept {
 void end_of_batch_st() { st().dropped.clear(); }
 
 void channel_barrier_st() noexcept {
+  // On the poller thread, or on a thread that holds it between rounds (poller::move_fd).
   for (Link* l : st().live) {
     l->channel->mu().lock();
     l->channel->mu().unlock();
@@ -665,6 +684,7 @@ void channel_barrier_st() noexcept {
 }
 
 void on_cm_event_st(rdma_cm_event* ev) {
+  FERRY_POLLER_ONLY();
   // Copy what is needed, then acknowledge: an id can only be destroyed once its
   // events are acknowledged.
   rdma_cm_event_type type = ev->event;
