@@ -101,19 +101,25 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
   long result = 0;
   for (int round = 0;; ++round) {
     int ready = 0;
+    bool user = false;  // some entry's readiness is computed here, not by the kernel
     for (Entry& e : sc.user) {
       if (!e.user && readiness::in_user_space(*e.socket)) {
         e.user = true;
         sc.kernel[e.index].fd = -1;  // the kernel socket is idle now; its readiness would mislead
       }
       if (!e.user) continue;
+      user = true;
       readiness::drive(*e.socket->link);  // see EpollSet::wait
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
       ready += fds[e.index].revents != 0;
     }
     const int64_t elapsed = ready == 0 ? clock.elapsed_us() : 0;  // a call answered at once reads no clock
     const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
-    const bool spinning = ready == 0 && left != 0 && elapsed < spin_us;
+    // Only upgraded sockets are spun on, as by epoll_wait: one still in its handshake
+    // (or whose upgrade is held by a peer that never answers) has kernel readiness,
+    // which the kernel's sleep below reports; spinning on it would only take the CPU
+    // from the peer, on every call until the handshake ends.
+    const bool spinning = user && ready == 0 && left != 0 && elapsed < spin_us;
     bool sleep = ready == 0 && left != 0 && !spinning;
     if (sleep) {
       w.kicker.arm();

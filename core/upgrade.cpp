@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -80,6 +81,13 @@ struct State {
   std::map<Link*, std::unique_ptr<Conn>> conns;
   std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
   std::vector<Held> held;
+  // Server connections this process let go of before an upgrade (closed, or given up
+  // on): a request naming one is refused at once, never held. A forking server (a
+  // postmaster) closes its copy right after accept and leaves the connection to a
+  // child, which does not answer requests; without this the client's request would be
+  // held for FERRY_ACCEPT_WAIT_MS, the client's connection upgrading all that time.
+  std::map<std::string, Clock::time_point> gone;
+  std::deque<std::pair<std::string, Clock::time_point>> gone_order;  // oldest first
   std::map<const Socket*, std::unique_ptr<Listener>> listeners;
   std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
   std::set<Link*> live;  // links with a channel, until they are destroyed
@@ -212,9 +220,36 @@ void unwatch(Link& link) {
 
 void reject_st(rdma::CmId id);
 
+// How long a let-go server connection is remembered: a client asks at its first data
+// call once its route is resolved, which takes at most two upgrade windows.
+std::chrono::milliseconds gone_memory() { return std::min(accept_wait(), 2 * window()); }
+
+std::string key_of_conn(const Conn* c) {
+  return key_of(ip_text(reinterpret_cast<const sockaddr*>(&c->peer)), c->peer_port, c->local_port);
+}
+
+void remember_gone_st(const Conn* c) {
+  const auto now = Clock::now();
+  while (!st().gone_order.empty() && st().gone_order.front().second <= now) {
+    auto it = st().gone.find(st().gone_order.front().first);
+    if (it != st().gone.end() && it->second <= now) st().gone.erase(it);
+    st().gone_order.pop_front();
+  }
+  std::string key = key_of_conn(c);
+  const auto until = now + gone_memory();
+  st().gone[key] = until;
+  st().gone_order.emplace_back(std::move(key), until);
+}
+
+bool is_gone_st(const std::string& key) {
+  auto it = st().gone.find(key);
+  return it != st().gone.end() && it->second > Clock::now();
+}
+
 void drop_st(Conn* c) {
   FERRY_POLLER_ONLY();
   unwatch(*c->link);
+  if (!c->link->client && !c->link->established()) remember_gone_st(c);
   // The link, and with it its channel's rdma_cm id, may outlive this Conn (a socket or
   // an epoll registration still holds it): events for that id from now on (the peer's
   // DISCONNECTED) have no owner.
@@ -306,6 +341,27 @@ bool device_ok(rdma_cm_id* id) {
   std::string why;
   if (!rdma::parse_devices(config().devices, choice, why)) return false;
   return rdma::device_allowed(choice, ibv_get_device_name(id->verbs->device), id->port_num);
+}
+
+// Whether FERRY_DEVICES lets any device of this machine carry a connection (looked up
+// once). When it names none that exists, no connection can upgrade: none starts a
+// handshake, and no listener listens on rdma_cm, so that a peer's request is refused
+// at once rather than left to time out.
+bool some_device_allowed() {
+  static const bool allowed = [] {
+    std::vector<rdma::DeviceChoice> choice;
+    std::string why;
+    if (!rdma::parse_devices(config().devices, choice, why)) return false;
+    if (choice.empty()) return true;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    bool found = false;
+    for (int i = 0; i < n && !found; ++i)
+      for (const auto& c : choice) found = found || c.name == ibv_get_device_name(list[i]);
+    if (list) ibv_free_device_list(list);
+    return found;
+  }();
+  return allowed;
 }
 
 void start_client_st(Conn* c) {
@@ -441,6 +497,11 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
   auto it = st().awaiting.find(key);
   if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
+  if (is_gone_st(key)) {
+    stats::add(stats::g.requests_unmatched, 1);
+    FERRY_LOG(debug, "upgrade", "refused a request for a connection already let go (%s)", key.c_str());
+    return reject_st(std::move(id));
+  }
   st().held.push_back({std::move(id), h, key, Clock::now() + accept_wait()});
   poller::at_st(st().held.back().deadline, [] {
     auto now = Clock::now();
@@ -473,6 +534,7 @@ void on_server_event_st(Conn* c, rdma_cm_event_type type) {
 void start_server_st(Conn* c) {
   FERRY_POLLER_ONLY();
   st().awaiting[c->key] = c;
+  st().gone.erase(c->key);  // a new connection with the same addresses and ports
   for (auto it = st().held.begin(); it != st().held.end(); ++it) {
     if (it->key == c->key) {
       rdma::CmId id = std::move(it->id);
@@ -557,6 +619,10 @@ void start(int fd, const SocketRef& s, bool client) noexcept {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
+  if (!some_device_allowed()) {
+    stats::add(stats::g.tcp_device_excluded, 1);
+    return;
+  }
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
   if (!client) conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
@@ -576,7 +642,7 @@ void start(int fd, const SocketRef& s, bool client) noexcept {
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
-  if (!poller::available()) return;
+  if (!poller::available() || !some_device_allowed()) return;
   sockaddr_storage local;
   socklen_t len = sizeof local;
   if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
