@@ -147,7 +147,7 @@ scenario_late_accept() {
 # The server does not accept within FERRY_ACCEPT_WAIT_MS: the requests are refused and
 # counted, the connections stay on TCP, and the data is intact when it finally accepts.
 scenario_accept_too_late() {
-  STREAM_ACCEPT_DELAY=4 pair "ferry FERRY_ACCEPT_WAIT_MS=500" ferry 4 "$ip" 1000003
+  STREAM_ACCEPT_DELAY=8 pair "ferry FERRY_ACCEPT_WAIT_MS=500" ferry 4 "$ip" 1000003
   expect client upgraded -eq 0
   expect server upgraded -eq 0
   expect server requests_unmatched -eq 4
