@@ -63,21 +63,32 @@ std::vector<uint8_t> pattern(size_t n) {
   return v;
 }
 
+// A thread of its own, blocked in recv on fd until something comes; join() gives the
+// result (errno in err).
+struct BlockedRecv {
+  long r = -2;
+  int err = 0;
+  std::thread t;
+  explicit BlockedRecv(int fd)
+      : t([this, fd] {
+          char b[16];
+          r = recv(fd, b, sizeof b, 0);
+          err = errno;
+        }) {}
+  long join() {
+    t.join();
+    errno = err;
+    return r;
+  }
+};
+
 void shutdown_wakes_blocked_recv(int how, const char* name) {
   printf("shutdown(%s) from another thread wakes a blocked recv\n", name);
   Pair p;
-  long r = -2;
-  int err = 0;
-  std::thread t([&] {
-    char b[16];
-    r = recv(p.s, b, sizeof b, 0);
-    err = errno;
-  });
+  BlockedRecv blocked(p.s);
   settle();
   show("shutdown", shutdown(p.s, how));
-  t.join();
-  errno = err;
-  show("blocked recv", r);
+  show("blocked recv", blocked.join());
   char b[4];
   show("recv after", recv(p.s, b, sizeof b, MSG_DONTWAIT));
 }
@@ -85,17 +96,12 @@ void shutdown_wakes_blocked_recv(int how, const char* name) {
 void dontwait_beside_blocked_recv() {
   puts("recv(MSG_DONTWAIT) while another thread is blocked in recv");
   Pair p;
-  long r = -2;
-  std::thread t([&] {
-    char b[16];
-    r = recv(p.s, b, sizeof b, 0);
-  });
+  BlockedRecv blocked(p.s);
   settle();
   char b[4];
   show("recv MSG_DONTWAIT", recv(p.s, b, sizeof b, MSG_DONTWAIT));
   show("send 5", send(p.c, "hello", 5, 0));
-  t.join();
-  show("blocked recv", r);
+  show("blocked recv", blocked.join());
 }
 
 // A sender blocked on a full connection: another thread's MSG_DONTWAIT send returns at
@@ -335,11 +341,7 @@ void linger_zero_resets() {
 void fork_beside_blocked_recv() {
   puts("fork while another thread is blocked in recv");
   Pair p;
-  long r = -2;
-  std::thread t([&] {
-    char b[16];
-    r = recv(p.s, b, sizeof b, 0);
-  });
+  BlockedRecv blocked(p.s);
   settle();
   pid_t child = fork();
   if (child == 0) {
@@ -353,8 +355,7 @@ void fork_beside_blocked_recv() {
   waitpid(child, &status, 0);
   printf("  child's calls returned %d\n", WIFEXITED(status) && WEXITSTATUS(status) == 0);
   show("send 5", send(p.c, "after", 5, 0));
-  t.join();
-  show("blocked recv", r);
+  show("blocked recv", blocked.join());
   const size_t n = 1u << 20;
   std::vector<uint8_t> data = pattern(n);
   Digest want, got;

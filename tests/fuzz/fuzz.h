@@ -48,4 +48,11 @@ class Input {
   size_t left_;
 };
 
+// The n-byte big-endian number at p, read independently of the decoders under test.
+inline uint64_t be(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
+  return v;
+}
+
 }  // namespace ferry::fuzz

@@ -15,12 +15,6 @@ namespace {
 
 using namespace ferry::wire;
 
-uint64_t be(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
-  return v;
-}
-
 void decode_as_received(const uint8_t* data, size_t size) {
   std::unique_ptr<uint8_t[]> buf(new uint8_t[size ? size : 1]);
   if (size) memcpy(buf.get(), data, size);

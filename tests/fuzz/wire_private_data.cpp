@@ -19,12 +19,6 @@ namespace {
 
 using namespace ferry::wire;
 
-uint64_t be(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = v << 8 | p[i];
-  return v;
-}
-
 // The verdict the layout gives: header(8: magic, version, reserved), then `ports` (4
 // bytes of two ports, Hello only), then the ring (addr 8, rkey 4, size 8).
 Error expected(const uint8_t* p, size_t len, size_t need, bool ports) {
