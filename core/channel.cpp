@@ -315,7 +315,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   // when the ring had no room at all); their completion must reach someone who drains.
   if (was_empty) {
     if (tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
-    arm_st();
+    arm_and_poll_st();
   }
   return direct + rest;
 }
@@ -344,7 +344,7 @@ bool Channel::finish_st() {
   if (failed()) return false;
   if (queue_.empty()) return post_control_st(wire::Op::fin, tx_.written());
   fin_pending_ = true;
-  arm_st();
+  arm_and_poll_st();
   return true;
 }
 
@@ -495,6 +495,13 @@ void Channel::arm_st() {
   armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
 }
 
+// Arms the CQ for the credits that drain the send queue, then polls once: a credit that
+// completed before the arming raises no event, and nobody else may be looking.
+void Channel::arm_and_poll_st() {
+  arm_st();
+  progress_st();
+}
+
 void Channel::give_credit_st() {
   rx_flow_.credit_given();
   // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
@@ -529,7 +536,7 @@ bool Channel::on_notified_st() {
   if (signal_->wanted() || before == polls_at_event_) {
     prepare_sleep_st();
   } else if (!drained_st()) {
-    arm_st();  // the credits that drain the send queue must wake us
+    arm_and_poll_st();  // the credits that drain the send queue must wake us
   }
   polls_at_event_ = polls_;
   return !armed_;
@@ -538,7 +545,7 @@ bool Channel::on_notified_st() {
 bool Channel::recheck_st() {
   if (armed_) return false;
   if (!drained_st()) {
-    arm_st();
+    arm_and_poll_st();
     return !armed_;
   }
   if (polls_ == polls_seen_) {

@@ -189,6 +189,7 @@ class Channel {
   void handle_control_st(const wire::Control& c);
   bool land_st();
   void arm_st();
+  void arm_and_poll_st();
   void give_credit_st();
 
   Lock mu_;

@@ -577,31 +577,38 @@ void adopt_st(std::unique_ptr<Conn> conn) {
   st().conns[c->link.get()] = std::move(conn);
 }
 
-// How many 1 ms looks a closed connection waits for its peer to make progress (room in
-// its ring for queued bytes, completions of what was posted) before it is dropped.
-constexpr int kRetirePatience = 60000;
+// How long a closed connection waits for its peer to make progress (room in its ring
+// for queued bytes, completions of what was posted) before it is dropped. Looks come
+// every millisecond at first, then every kSlowLook: a peer that stopped reading should
+// not cost a poller look per millisecond for a minute.
+constexpr auto kRetirePatience = std::chrono::seconds(60);
+constexpr auto kFastLooks = std::chrono::seconds(2);
+constexpr auto kSlowLook = std::chrono::milliseconds(50);
 
 // Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
-// after a close), then closes the RDMA side and the TCP duplicate.
-void retire_st(const std::shared_ptr<Link>& link, int attempts_left) {
+// after a close), then closes the RDMA side and the TCP duplicate. `progress` is when
+// the peer last made progress.
+void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   FERRY_POLLER_ONLY();
   auto it = st().conns.find(link.get());
   if (it == st().conns.end()) return;
   Conn* c = it->second.get();
   if (link->channel) {
+    const auto now = Clock::now();
     bool drained;
     {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
       const size_t unsent = ch.unsent_st();
       ch.progress_st();
-      drained = ch.failed() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
-      if (ch.unsent_st() != unsent) attempts_left = kRetirePatience;  // the peer made room
+      // A peer that disconnected reads nothing more: what is left is lost with it, as
+      // with kernel TCP when the peer's socket is gone.
+      drained = ch.failed() || link->peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
+      if (ch.unsent_st() != unsent) progress = now;
     }
-    if (!drained && attempts_left > 0) {
-      poller::at_st(Clock::now() + std::chrono::milliseconds(1), [link, attempts_left] {
-        retire_st(link, attempts_left - 1);
-      });
+    if (!drained && now - progress < kRetirePatience) {
+      const auto next = now - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
+      poller::at_st(now + next, [link, progress] { retire_st(link, progress); });
       return;
     }
     rdma_disconnect(link->channel->id());
@@ -736,7 +743,7 @@ void release(Socket& s) noexcept {
     link->fin_sent = true;
     ch.flush_st();
   }
-  poller::submit([link] { retire_st(link, kRetirePatience); });
+  poller::submit([link] { retire_st(link, Clock::now()); });
 }
 
 void end_of_batch_st() { st().dropped.clear(); }
