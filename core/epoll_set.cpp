@@ -15,8 +15,6 @@ constexpr uint32_t kInterest = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDNORM | EPO
                                EPOLLWRBAND | EPOLLMSG | EPOLLRDHUP;
 constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM | EPOLLRDHUP;
 constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
-// How many spinning rounds pass between looks at the kernel's descriptors.
-constexpr int kKernelEvery = 16;
 // While upgraded sockets keep answering, the kernel's descriptors are looked at no more
 // often than this: a system call in every call would make up much of a busy server's
 // cost per message. Their events wait at most this long and none is lost (level-
@@ -270,6 +268,57 @@ void EpollSet::nested() noexcept {
   }
 }
 
+// wait_loop's steps for one epoll_wait: upgraded members are looked at in user space,
+// the kernel set (the other descriptors and the Kicker) by epoll_pwait.
+struct EpollSet::Steps {
+  EpollSet& set;
+  const int epfd;
+  epoll_event* const evs;
+  const int max;
+  const sigset_t* const mask;
+  bool user = false;            // some registration is in user space, as of the last look
+  bool kernel_members = false;  // the kernel set holds more than upgraded sockets
+
+  int look() noexcept {
+    std::lock_guard<std::mutex> lock(set.mu_);
+    set.reconcile(epfd);
+    kernel_members = set.others_unknown_.load() || set.others_.load() != 0 || set.user_.load() < set.regs_.size();
+    // Completions on an idle member's queue raise no event while nobody sleeps: looks
+    // poll them (see Channel::look_st), so a program kept busy by other members still
+    // sees them.
+    set.drive_all();
+    user = set.user_ > 0;
+    return set.collect(evs, max);
+  }
+  bool spins() const noexcept { return user; }
+  int arm() noexcept {
+    set.kicker_.arm();
+    std::lock_guard<std::mutex> lock(set.mu_);
+    set.reconcile(epfd);  // a socket that reached RDMA since the last look kicked nobody
+    set.prepare_sleep();
+    return set.collect(evs, max);
+  }
+  void disarm() noexcept { set.kicker_.disarm(); }
+  // The kernel's descriptors: unless user space answered and either the kernel set
+  // holds nothing else to report (every registration upgraded, no other descriptor)
+  // or the kernel was asked less than kKernelLookUs ago.
+  bool look_kernel(int found, Stopwatch& clock) noexcept {
+    if (found == 0) return true;
+    if (found >= max || !kernel_members) return false;
+    return clock.now() - set.kernel_looked_us_.load(std::memory_order_relaxed) >= kKernelLookUs;
+  }
+  long kernel(int found, int64_t timeout_us, Stopwatch& clock) noexcept {
+    if (timeout_us != 0) stats::add(stats::g.ready_sleeps, 1);
+    set.kernel_looked_us_.store(clock.now(), std::memory_order_relaxed);
+    const int k = real.epoll_pwait(epfd, evs + found, max - found, to_ms(timeout_us), mask);
+    return k < 0 ? -errno : k;
+  }
+  long reap(int found, long k) noexcept {
+    std::lock_guard<std::mutex> lock(set.mu_);
+    return found + set.filter(evs + found, static_cast<int>(k));
+  }
+};
+
 long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, const sigset_t* mask) noexcept {
   if (max <= 0 || !evs) return api::sys(real.epoll_pwait(epfd, evs, max, 0, mask));
   if (quiet()) {
@@ -279,67 +328,15 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
     const long k = wait_kernel(epfd, evs, max, timeout_us, mask, kicked);
     if (k != 0 || !kicked || timeout_us == 0) return k;
   }
-  Stopwatch clock;
-  const int64_t spin_us = config().poll_us;
-  for (int round = 0;; ++round) {
-    int n;
-    bool user, kernel_members;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      reconcile(epfd);
-      kernel_members = others_unknown_.load() || others_.load() != 0 || user_.load() < regs_.size();
-      // Completions on an idle member's queue raise no event while nobody sleeps: looks
-      // poll them (see Channel::look_st), so a program kept busy by other members still
-      // sees them.
-      drive_all();
-      n = collect(evs, max);
-      user = user_ > 0;
-    }
-    // The clock only when something depends on it: the spin, the timeout, or the pace
-    // of looks at other descriptors.
-    const int64_t elapsed = n == 0 || kernel_members ? clock.elapsed_us() : 0, now = clock.last_us();
-    const int64_t left = timeout_us < 0 ? -1 : std::max<int64_t>(0, timeout_us - elapsed);
-    const bool spinning = n == 0 && left != 0 && user && elapsed < spin_us;
-    bool sleep = n == 0 && left != 0 && !spinning;
-    if (sleep) {
-      // Armed, every change from here on kicks; one more look closes the gap.
-      kicker_.arm();
-      std::lock_guard<std::mutex> lock(mu_);
-      reconcile(epfd);  // a socket that reached RDMA since the last look kicked nobody
-      prepare_sleep();
-      n = collect(evs, max);
-      if (n > 0) {
-        kicker_.disarm();
-        sleep = false;
-      }
-    }
-    // The kernel's descriptors: unless user space answered and either the kernel set
-    // holds nothing else to report (every registration upgraded, no other descriptor)
-    // or the kernel was asked less than kKernelLookUs ago.
-    bool look_kernel = sleep || !spinning || round % kKernelEvery == 0;
-    if (n > 0 && !sleep && (!kernel_members || now - kernel_looked_us_.load(std::memory_order_relaxed) < kKernelLookUs))
-      look_kernel = false;
-    int k = 0;
-    if (n < max && look_kernel) {
-      if (sleep) stats::add(stats::g.ready_sleeps, 1);
-      kernel_looked_us_.store(now, std::memory_order_relaxed);
-      k = real.epoll_pwait(epfd, evs + n, max - n, sleep ? to_ms(left) : 0, mask);
-      const int err = errno;
-      if (sleep) kicker_.disarm();
-      if (k < 0) return n > 0 ? n : -err;
-      std::lock_guard<std::mutex> lock(mu_);
-      k = filter(evs + n, k);
-    }
-    if (n + k > 0) {
-      if (nested_.load()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto& r : regs_)
-          if (r->user && r->last && !(r->ev.events & EPOLLET)) r->wake();
-      }
-      return n + k;
-    }
-    if (left == 0) return 0;
+  Steps steps{*this, epfd, evs, max, mask};
+  const long n = wait_loop(steps, timeout_us, config().poll_us);
+  if (n > 0 && nested_.load()) {
+    // Level-triggered members still ready keep the outer waiter's view of this set ready.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& r : regs_)
+      if (r->user && r->last && !(r->ev.events & EPOLLET)) r->wake();
   }
+  return n;
 }
 
 void EpollSet::after_fork_child() noexcept {

@@ -52,6 +52,7 @@ class EpollSet {
 
  private:
   struct Reg;
+  struct Steps;  // how wait() looks, arms and sleeps in wait_loop
   EpollSet() = default;
   Reg* find(int fd, const Socket* s);
   // Moves registrations whose socket went to RDMA to user space; drops those the kernel

@@ -63,44 +63,45 @@ void Signal::after_fork_child() noexcept {
   waiter_count_.store(static_cast<uint32_t>(waiters_.size()));
 }
 
+namespace {
+
+// wait_loop's steps for one Signal: the look is the sequence number (and the caller's
+// progress while spinning), the arm counts a sleeper, the kernel's call is the futex.
+struct SignalSteps {
+  Signal& s;
+  const uint32_t seen;
+  const Progress& p;
+  const bool spin;
+
+  int look() noexcept {
+    if (s.load() != seen) return 1;  // woken: no poll needed to know
+    if (!p.poll) return 0;
+    p.poll(p.arg);
+    return s.load() != seen;
+  }
+  bool spins() const noexcept { return spin; }
+  int arm() noexcept {
+    s.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (p.prepare_sleep) p.prepare_sleep(p.arg);
+    return s.load() != seen;
+  }
+  void disarm() noexcept { s.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+  bool look_kernel(int, Stopwatch&) const noexcept { return false; }  // nothing there but the futex
+  long kernel(int, int64_t timeout_us, Stopwatch&) noexcept {
+    timespec ts{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
+    long r = syscall(SYS_futex, word(s), FUTEX_WAIT_PRIVATE, seen, timeout_us > 0 ? &ts : nullptr, nullptr, 0);
+    // Woken, already moved, or timed out: the next round looks (and reads the clock).
+    return r != 0 && errno == EINTR ? -EINTR : 0;
+  }
+  long reap(int found, long) const noexcept { return found; }
+};
+
+}  // namespace
+
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept {
-  // The clock is read once every few rounds, the first time after a few: the sooner a
-  // round comes back to poll, the sooner a landing is seen.
-  Stopwatch clock;
-  for (uint32_t round = 1; spin_us > 0; ++round) {
-    if (p.poll) p.poll(p.arg);
-    if (s.load() != seen) return 0;
-    if (round % 8 == 0 && clock.elapsed_us() >= spin_us) break;
-  }
-  int result = 0;
-  s.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (p.prepare_sleep) p.prepare_sleep(p.arg);
-  for (;;) {
-    if (s.load() != seen) break;
-    timespec ts, *tsp = nullptr;
-    if (timeout_us > 0) {
-      int64_t left = timeout_us - clock.elapsed_us();
-      if (left <= 0) {
-        result = -EAGAIN;
-        break;
-      }
-      ts.tv_sec = left / 1000000;
-      ts.tv_nsec = (left % 1000000) * 1000;
-      tsp = &ts;
-    }
-    long r = syscall(SYS_futex, word(s), FUTEX_WAIT_PRIVATE, seen, tsp, nullptr, 0);
-    if (r == 0 || errno == EAGAIN) continue;  // woken, or it had already moved: re-check
-    if (errno == ETIMEDOUT) {
-      result = -EAGAIN;
-      break;
-    }
-    if (errno == EINTR) {
-      result = -EINTR;
-      break;
-    }
-  }
-  s.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  return result;
+  SignalSteps steps{s, seen, p, spin_us > 0};
+  const long r = wait_loop(steps, timeout_us > 0 ? timeout_us : -1, spin_us);
+  return r > 0 ? 0 : r == 0 ? -EAGAIN : static_cast<int>(r);
 }
 
 }  // namespace ferry

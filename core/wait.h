@@ -1,5 +1,5 @@
-// The one wait primitive of blocking calls on upgraded sockets: busy-poll for a short
-// while, then sleep on a futex until a Signal moves.
+// Waiting: the Signal that blocked calls and Waiters wait on, and the one wait loop
+// (wait_loop) that blocking calls, poll/select and epoll share.
 #pragma once
 
 #include <atomic>
@@ -56,35 +56,109 @@ struct Signal {
 // CLOCK_MONOTONIC in microseconds.
 int64_t now_us() noexcept;
 
-// Time since the first reading, taken from the clock only when asked: a wait answered
-// at its first look reads no clock at all (where the clock is a system call, as it is
-// without a usable TSC, it would otherwise cost more than the look).
+// Time since the first reading, taken from the clock only when asked, at most once a
+// round of a wait: a wait answered at its first look reads no clock at all (where the
+// clock is a system call, as it is without a usable TSC, it would otherwise cost more
+// than the look).
 class Stopwatch {
  public:
-  int64_t elapsed_us() noexcept {
-    last_ = now_us();
-    if (start_ < 0) start_ = last_;
-    return last_ - start_;
+  // A new round: the next reading asks the clock again.
+  void next_round() noexcept { fresh_ = false; }
+  // This round's reading, taken at the first call of the round.
+  int64_t now() noexcept {
+    if (!fresh_) {
+      last_ = now_us();
+      if (start_ < 0) start_ = last_;
+      fresh_ = true;
+    }
+    return last_;
   }
-  int64_t last_us() const noexcept { return last_; }  // the latest reading
+  int64_t elapsed_us() noexcept { return now() - start_; }
 
  private:
   int64_t start_ = -1, last_ = 0;
+  bool fresh_ = false;
 };
 
-// How a waiter makes progress itself: `poll` is called while spinning, `prepare_sleep`
-// once before sleeping (after the sleeper is counted); both may bump the signal. Either
-// may be null.
+// While spinning, the clock is read once every kClockEvery rounds (the sooner a round
+// comes back to look, the sooner a landing is seen) and the kernel is asked once every
+// kKernelEvery rounds; a kernel look always falls on a round that read the clock.
+constexpr uint32_t kClockEvery = 8;
+constexpr uint32_t kKernelEvery = 16;
+static_assert(kKernelEvery % kClockEvery == 0);
+
+// The one wait loop: blocking calls on an upgraded connection (a futex on its Signal),
+// poll/select and epoll (the kernel's call beside a Kicker) all wait here. It owns the
+// policy: look; if nothing, spin for spin_us while something in user space can turn
+// up; then arm, look once more (whatever changes after arming wakes the sleep), sleep
+// in the kernel until woken, a signal or the deadline, disarm; loop. The caller's
+// steps only say how:
+//   int look()       looks in user space: the results found (0: none)
+//   bool spins()     something in user space can turn up (an upgraded member), as of
+//                    the last look: spinning may find it
+//   int arm()        arms the wakeup and looks once more: the results found, 0 (then
+//                    the loop sleeps) or -1: look again from the top
+//   void disarm()    after a sleep, or after arm() found something
+//   bool look_kernel(int found, Stopwatch&)  whether a look that does not sleep asks
+//                    the kernel too (the loop asks it before every sleep)
+//   long kernel(int found, int64_t timeout_us, Stopwatch&)  the kernel's call, before
+//                    disarming: a look (timeout 0) or a sleep (< 0: no limit); its
+//                    count or -errno (a signal's EINTR)
+//   long reap(int found, long k)  after disarming: the total results of the round
+// timeout_us < 0 waits forever. Returns the results (0: the deadline passed) or
+// -errno from the kernel's call when user space found nothing.
+template <class Steps>
+long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us) noexcept {
+  Stopwatch clock;
+  int64_t elapsed = 0;  // as of the latest reading
+  for (uint32_t round = 0;; ++round) {
+    clock.next_round();
+    int found = steps.look();
+    int64_t left = timeout_us;
+    bool spinning = false;
+    if (found == 0 && timeout_us != 0) {
+      spinning = steps.spins() && elapsed < spin_us;
+      if ((timeout_us > 0 && !spinning) || (spinning && round % kClockEvery == 0)) elapsed = clock.elapsed_us();
+      if (timeout_us > 0) left = elapsed < timeout_us ? timeout_us - elapsed : 0;
+      spinning = spinning && elapsed < spin_us && left != 0;
+    }
+    bool sleep = found == 0 && left != 0 && !spinning;
+    if (sleep) {
+      const int again = steps.arm();  // from here on, every change wakes the sleep
+      if (again != 0) {
+        steps.disarm();
+        sleep = false;
+        if (again < 0) continue;
+        found = again;
+      }
+    } else if (spinning && round % kKernelEvery != 0) {
+      continue;
+    }
+    long total = found;
+    if (sleep || steps.look_kernel(found, clock)) {
+      const long k = steps.kernel(found, sleep ? left : 0, clock);
+      if (sleep) steps.disarm();
+      if (k < 0) return found > 0 ? found : k;
+      total = steps.reap(found, k);
+    }
+    if (total > 0) return total;
+    if (left == 0) return 0;
+  }
+}
+
+// How a waiter on a Signal makes progress itself: `poll` is called while spinning,
+// `prepare_sleep` once before each sleep (after the sleeper is counted); both may bump
+// the signal. Either may be null.
 struct Progress {
   bool (*poll)(void*) = nullptr;
   void (*prepare_sleep)(void*) = nullptr;
   void* arg = nullptr;
 };
 
-// Waits until `s` moves past `seen`: spins for spin_us, then sleeps. `timeout_us` 0 = no
-// limit. Returns 0, -EAGAIN on timeout, or -EINTR when a signal handler ran (with no
-// timeout, a handler with SA_RESTART restarts the wait inside the kernel, as it would
-// restart recv()).
+// Waits in wait_loop until `s` moves past `seen`, spinning for spin_us, sleeping on the
+// futex. `timeout_us` 0 = no limit. Returns 0, -EAGAIN on timeout, or -EINTR when a
+// signal handler ran (with no timeout, a handler with SA_RESTART restarts the wait
+// inside the kernel, as it would restart recv()).
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept;
 
 }  // namespace ferry

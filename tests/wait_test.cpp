@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace ferry {
 namespace {
@@ -84,6 +85,113 @@ TEST(Wait, SignalWithRestartKeepsWaitingLikeRecv) { EXPECT_EQ(interrupted_wait(t
 TEST(Wait, SignalWithATimeoutInterruptsEvenWithRestart) {
   // The kernel's rule for sockets with SO_RCVTIMEO: EINTR regardless of SA_RESTART.
   EXPECT_EQ(interrupted_wait(true, 5'000'000), -EINTR);
+}
+
+// Steps for wait_loop that script what each look finds and count the calls.
+struct Script {
+  std::vector<int> looks;    // what successive looks find (then 0)
+  std::vector<int> arms;     // what successive arms find (then 0)
+  bool spin = false;
+  bool ask = true;           // look_kernel's answer
+  long sleep_result = 0;     // what a sleep (timeout != 0) returns
+  int nlooks = 0, narms = 0, ndisarms = 0, nasks = 0, nlooks_kernel = 0, nsleeps = 0;
+  int64_t sleep_timeout = 0;
+
+  int look() { return nlooks < static_cast<int>(looks.size()) ? looks[nlooks++] : (++nlooks, 0); }
+  bool spins() const { return spin; }
+  int arm() { return narms < static_cast<int>(arms.size()) ? arms[narms++] : (++narms, 0); }
+  void disarm() { ++ndisarms; }
+  bool look_kernel(int, Stopwatch&) {
+    ++nasks;
+    return ask;
+  }
+  long kernel(int, int64_t timeout_us, Stopwatch&) {
+    if (timeout_us == 0) {
+      ++nlooks_kernel;
+      return 0;
+    }
+    ++nsleeps;
+    sleep_timeout = timeout_us;
+    return sleep_result;
+  }
+  long reap(int found, long k) { return found + k; }
+};
+
+TEST(WaitLoop, AnsweredAtTheFirstLook) {
+  Script s;
+  s.looks = {3};
+  EXPECT_EQ(wait_loop(s, -1, 1000000), 3);
+  EXPECT_EQ(s.nlooks, 1);
+  EXPECT_EQ(s.narms, 0);
+  EXPECT_EQ(s.nlooks_kernel, 1);  // the kernel's descriptors are merged
+}
+
+TEST(WaitLoop, ZeroTimeoutLooksOnceAtBoth) {
+  Script s;
+  s.spin = true;
+  EXPECT_EQ(wait_loop(s, 0, 1000000), 0);
+  EXPECT_EQ(s.nlooks, 1);
+  EXPECT_EQ(s.narms, 0);
+  EXPECT_EQ(s.nlooks_kernel, 1);
+}
+
+TEST(WaitLoop, NothingToSpinForSleepsAtOnce) {
+  Script s;
+  s.looks = {0, 2};
+  EXPECT_EQ(wait_loop(s, -1, 1000000), 2);
+  EXPECT_EQ(s.narms, 1);
+  EXPECT_EQ(s.nsleeps, 1);
+  EXPECT_EQ(s.sleep_timeout, -1);
+  EXPECT_EQ(s.ndisarms, 1);
+}
+
+TEST(WaitLoop, TheLookAfterArmingClosesTheRace) {
+  Script s;
+  s.arms = {1};
+  EXPECT_EQ(wait_loop(s, -1, 0), 1);
+  EXPECT_EQ(s.nsleeps, 0);
+  EXPECT_EQ(s.ndisarms, 1);
+  EXPECT_EQ(s.nlooks_kernel, 1);  // a look, not a sleep
+}
+
+TEST(WaitLoop, ArmCanAskForAnotherLook) {
+  Script s;
+  s.looks = {0, 4};
+  s.arms = {-1};
+  EXPECT_EQ(wait_loop(s, -1, 0), 4);
+  EXPECT_EQ(s.nlooks, 2);
+  EXPECT_EQ(s.ndisarms, 1);
+  EXPECT_EQ(s.nsleeps, 0);
+}
+
+TEST(WaitLoop, SpinAsksTheKernelEveryFewRounds) {
+  Script s;
+  s.looks.assign(40, 0);
+  s.looks.push_back(1);
+  s.spin = true;
+  s.ask = false;
+  EXPECT_EQ(wait_loop(s, -1, 60'000'000), 1);
+  EXPECT_EQ(s.nlooks, 41);
+  EXPECT_EQ(s.narms, 0);
+  EXPECT_EQ(s.nasks, 3 + 1);  // rounds 0, 16, 32, and the answer's round
+}
+
+TEST(WaitLoop, SleepErrorsAreReturned) {
+  Script s;
+  s.sleep_result = -EINTR;
+  EXPECT_EQ(wait_loop(s, -1, 0), -EINTR);
+  EXPECT_EQ(s.ndisarms, 1);
+}
+
+TEST(WaitLoop, DeadlineEndsSpinAndSleep) {
+  Script s;
+  s.spin = true;
+  s.ask = false;
+  const int64_t start = now_us();
+  EXPECT_EQ(wait_loop(s, 3000, 1000), 0);  // the sleeps return at once: rounds until the deadline
+  EXPECT_GE(now_us() - start, 3000);
+  EXPECT_GT(s.nsleeps, 0);
+  EXPECT_EQ(s.ndisarms, s.narms);
 }
 
 }  // namespace
