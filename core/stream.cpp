@@ -405,14 +405,21 @@ long shutdown(int fd, Socket& s, int how) noexcept {
         tx.lock();
       }
     }
-    if (!link.fin_sent && cut_over(s, link)) {
-      std::lock_guard<Lock> lock(link.channel->mu());
-      link.channel->finish_st();
-    }
-    link.fin_sent = true;
+    end_send_side(s, link, false);
   }
   link.signal.bump();
   return 0;
+}
+
+void end_send_side(Socket& s, Link& link, bool abortive) noexcept {
+  const bool cut = cut_over(s, link);
+  std::lock_guard<Lock> lock(link.channel->mu());
+  if (abortive) {
+    link.channel->abort_st();
+  } else if (!link.fin_sent && cut) {
+    link.channel->finish_st();
+  }
+  link.fin_sent = true;
 }
 
 void sndbuf_changed(Socket& s) noexcept {
@@ -422,23 +429,28 @@ void sndbuf_changed(Socket& s) noexcept {
   s.link->channel->set_queue_limit_st(queue_limit(s, *s.link->channel));
 }
 
-long unsent(int fd, Socket& s) noexcept {
+namespace {
+// The kernel socket's count (an ioctl) plus what the channel holds (count(channel)).
+template <class Count>
+long kernel_plus_channel(int fd, Socket& s, unsigned long request, Count count) {
   int tcp = 0;
-  if (real.ioctl(fd, SIOCOUTQ, &tcp) != 0) return -errno;
+  if (real.ioctl(fd, request, &tcp) != 0) return -errno;
   Link& link = *s.link;
   if (!link.established()) return tcp;
   std::lock_guard<Lock> lock(link.channel->mu());
-  return tcp + static_cast<long>(link.channel->unsent_st());
+  return tcp + static_cast<long>(count(*link.channel));
+}
+}  // namespace
+
+long unsent(int fd, Socket& s) noexcept {
+  return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_st(); });
 }
 
 long readable(int fd, Socket& s) noexcept {
-  int tcp = 0;
-  if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
-  Link& link = *s.link;
-  if (!link.established()) return tcp;
-  std::lock_guard<Lock> lock(link.channel->mu());
-  link.channel->progress_st();
-  return tcp + static_cast<long>(link.channel->readable_st());
+  return kernel_plus_channel(fd, s, FIONREAD, [](Channel& ch) {
+    ch.progress_st();
+    return ch.readable_st();
+  });
 }
 
 }  // namespace ferry::stream

@@ -16,6 +16,11 @@ long shutdown(int fd, Socket& s, int how) noexcept;
 // carried). Needs s.tx_mu held, the link established and no kernel send running
 // (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.
 bool cut_over(Socket& s, Link& link) noexcept;
+// Ends the send side (shutdown, the last close): cuts over if not yet, then the fin
+// once the send queue drained, or, for an abortive close (SO_LINGER {1, 0}), drops the
+// queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and
+// no kernel send running.
+void end_send_side(Socket& s, Link& link, bool abortive) noexcept;
 // Bytes a recv could return now (FIONREAD / SIOCINQ).
 long readable(int fd, Socket& s) noexcept;
 // Bytes accepted by sends and not yet handed to the peer (SIOCOUTQ / SIOCOUTQNSD).

@@ -732,16 +732,9 @@ void release(Socket& s) noexcept {
   if (!link || link->inherited) return;  // a forked child's copy: the parent's business
   if (link->established()) {
     std::lock_guard<Lock> tx(s.tx_mu);
+    stream::end_send_side(s, *link, s.linger_s.load() == 0);
     std::lock_guard<Lock> lock(link->channel->mu());
-    Channel& ch = *link->channel;
-    if (!link->tx_cut && ch.post_control_st(wire::Op::cutover, link->tcp_sent)) link->tx_cut = true;
-    if (s.linger_s.load() == 0) {
-      ch.abort_st();  // the kernel socket's close sent the reset
-    } else if (!link->fin_sent && link->tx_cut) {
-      ch.finish_st();
-    }
-    link->fin_sent = true;
-    ch.flush_st();
+    link->channel->flush_st();
   }
   poller::submit([link] { retire_st(link, Clock::now()); });
 }
