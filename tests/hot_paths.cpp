@@ -6,6 +6,8 @@
 //              bytes have arrived before the recv is measured)
 //   epoll      epoll_wait on a set of 4 connections that all have data ready
 //              (level-triggered, nothing consumed)
+//   epoll_ctl  the event-loop pattern of redis-benchmark and libevent: on one connection,
+//              EPOLL_CTL_MOD to add EPOLLOUT, MOD back to EPOLLIN, DEL, ADD (four calls)
 // Under ferry the connections are upgraded first (SEMANTICS_STAT_CMD names `ferry stat`);
 // without RDMA they are ferry's passthrough; without ferry, plain libc.
 #include "semantics_pair.h"
@@ -87,11 +89,37 @@ int epoll(int iterations) {
   return 0;
 }
 
+int epoll_ctl_cycle(int iterations) {
+  Pair p;
+  warm_up(p);
+  int ep = epoll_create1(0);
+  epoll_event in{}, out{};
+  in.events = EPOLLIN;
+  out.events = EPOLLIN | EPOLLOUT;
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &in) != 0) {
+    perror("epoll_ctl");
+    return 1;
+  }
+  for (int i = 0; i < iterations; ++i) {
+    CALLGRIND_TOGGLE_COLLECT;
+    int r = epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &out);
+    r |= epoll_ctl(ep, EPOLL_CTL_MOD, p.c, &in);
+    r |= epoll_ctl(ep, EPOLL_CTL_DEL, p.c, nullptr);
+    r |= epoll_ctl(ep, EPOLL_CTL_ADD, p.c, &in);
+    CALLGRIND_TOGGLE_COLLECT;
+    if (r != 0) {
+      perror("epoll_ctl");
+      return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: hot_paths IP send_recv|epoll ITERATIONS\n");
+    fprintf(stderr, "usage: hot_paths IP send_recv|epoll|epoll_ctl ITERATIONS\n");
     return 2;
   }
   semantics::g_ip = argv[1];
@@ -99,6 +127,7 @@ int main(int argc, char** argv) {
   int iterations = atoi(argv[3]);
   if (!strcmp(argv[2], "send_recv")) return send_recv(iterations);
   if (!strcmp(argv[2], "epoll")) return epoll(iterations);
+  if (!strcmp(argv[2], "epoll_ctl")) return epoll_ctl_cycle(iterations);
   fprintf(stderr, "hot_paths: unknown mode %s\n", argv[2]);
   return 2;
 }

@@ -24,7 +24,8 @@ count() {  # count IP MODE [LD_PRELOAD [upgraded]]: instructions per call, or "f
   fi
 }
 
-rows=("send 64 B + recv 64 B|send_recv" "epoll_wait, 4 ready sockets|epoll")
+rows=("send 64 B + recv 64 B|send_recv" "epoll_wait, 4 ready sockets|epoll"
+      "epoll_ctl MOD,MOD,DEL,ADD|epoll_ctl")
 printf '\nInstructions per call (callgrind, user space only), %d calls each\n' "$n"
 printf '%-30s %12s %18s %18s\n' "hot path" "plain libc" "ferry passthrough" "ferry RDMA ring"
 for row in "${rows[@]}"; do
