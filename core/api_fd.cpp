@@ -21,7 +21,10 @@ namespace {
 template <class T>
 void alias_in(FdMap<T>& map, int from, int fd) noexcept {
   if (auto obj = map.get(from)) {
+    const bool marked = map.marked(from);
+    const T* raw = obj.get();
     map.set(fd, std::move(obj));
+    if (marked) map.mark(fd, raw);
   } else {
     map.take(fd);
   }

@@ -45,6 +45,10 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
 // tracked socket.
 struct Upgraded : FdTable::Borrowed {
   explicit Upgraded(int fd) noexcept {
+    if (fd_table().marked(fd)) {  // on kernel TCP for good: nothing to borrow
+      tracked = true;
+      return;
+    }
     fd_table().borrow(fd, *this);
     tracked = get() != nullptr;
     on_rdma = tracked && get()->transport() != Transport::kernel;

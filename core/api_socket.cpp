@@ -29,6 +29,15 @@ void track(int fd, SocketRef s) {
   stats::add(stats::g.tcp_sockets, 1);
 }
 
+// After the upgrade was started or not: a connection no upgrade is under way for (none
+// began, or it already failed) never leaves kernel TCP.
+void stayed_on_tcp(int fd, Socket& s) {
+  if (s.transport() != Transport::kernel) return;
+  s.kernel_for_good.store(true, std::memory_order_release);
+  fd_table().mark(fd, &s);
+  stats::add(stats::g.connections_on_tcp, 1);
+}
+
 // Non-blocking connects not yet seen finished: while there are none, a send has
 // nothing to settle and costs no extra lookup.
 std::atomic<int> g_connecting{0};
@@ -38,7 +47,7 @@ void connected(int fd, const SocketRef& s) {
   s->set_role(Role::active);
   stats::add(stats::g.connections_active, 1);
   upgrade::client_connected(fd, s);
-  if (s->transport() == Transport::kernel) stats::add(stats::g.connections_on_tcp, 1);
+  stayed_on_tcp(fd, *s);
 }
 
 int64_t timeval_us(const void* val, socklen_t len) {
@@ -66,6 +75,8 @@ long listen(int fd, int backlog) noexcept {
   if (r == 0) {
     if (SocketRef s = fd_table().get(fd); s && s->role() != Role::listener) {
       s->set_role(Role::listener);
+      s->kernel_for_good.store(true, std::memory_order_release);
+      fd_table().mark(fd, s.get());
       stats::add(stats::g.listeners, 1);
       upgrade::server_listening(fd, s);
     }
@@ -87,7 +98,7 @@ long accepted(int listener, long fd, int flags) {
     } else {
       stats::add(stats::g.tcp_other_listener, 1);
     }
-    if (s->transport() == Transport::kernel) stats::add(stats::g.connections_on_tcp, 1);
+    stayed_on_tcp(static_cast<int>(fd), *s);
   }
   return fd;
 }

@@ -112,16 +112,41 @@ long created(long epfd) {
 long epoll_create(int size) noexcept { return created(sys(real.epoll_create(size))); }
 long epoll_create1(int flags) noexcept { return created(sys(real.epoll_create1(flags))); }
 
+namespace {
+// epoll_ctl on a descriptor whose readiness is the kernel's for good (not a TCP socket
+// ferry tracks, or one that never leaves kernel TCP): the kernel's call, and the set
+// learns that the kernel holds more than ferry's registrations.
+long kernel_ctl(int epfd, int op, int fd, epoll_event* ev) {
+  long r = sys(real.epoll_ctl(epfd, op, fd, ev));
+  if (r == 0 && op == EPOLL_CTL_ADD) {
+    FdMap<EpollSet>::Borrowed set;
+    epoll_sets().borrow(epfd, set);
+    if (set) set->other_added();
+  }
+  return r;
+}
+
+// The set of epfd when ferry must answer for it; null when the kernel's answer is all:
+// the set never held a TCP socket, or no socket of this process can leave kernel TCP.
+std::shared_ptr<EpollSet> active_set(int epfd) {
+  {
+    FdMap<EpollSet>::Borrowed set;
+    epoll_sets().borrow(epfd, set);
+    if (!set || set->plain() || (poller::unavailable() && set->users() == 0)) return nullptr;
+  }
+  return epoll_sets().get(epfd);  // held across the wait
+}
+}  // namespace
+
 long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-  if (epoll_sets().tracked(fd) && op != EPOLL_CTL_DEL) {
+  if (op != EPOLL_CTL_DEL && epoll_sets().tracked(fd)) {
     if (auto inner = epoll_sets().get(fd)) inner->nested();
   }
-  if (!fd_table().tracked(fd)) {
-    long r = sys(real.epoll_ctl(epfd, op, fd, ev));
-    if (r == 0 && op != EPOLL_CTL_MOD) {
-      if (auto set = epoll_sets().get(epfd)) set->others_changed(op == EPOLL_CTL_ADD ? 1 : -1);
-    }
-    return r;
+  if (fd_table().marked(fd)) return kernel_ctl(epfd, op, fd, ev);
+  {
+    FdTable::Borrowed b;
+    fd_table().borrow(fd, b);
+    if (!b || b->kernel_for_good.load(std::memory_order_acquire)) return kernel_ctl(epfd, op, fd, ev);
   }
   SocketRef s = fd_table().get(fd);
   std::shared_ptr<EpollSet> set = epoll_sets().get(epfd);
@@ -136,16 +161,6 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
   }
   return set->ctl(epfd, op, fd, ev, s);
 }
-
-namespace {
-// The set of epfd when ferry must answer for it; null when the kernel's answer is all:
-// the set never held a TCP socket, or no socket of this process can leave kernel TCP.
-std::shared_ptr<EpollSet> active_set(int epfd) {
-  auto set = epoll_sets().get(epfd);
-  if (!set || set->plain() || (poller::unavailable() && set->users() == 0)) return nullptr;
-  return set;
-}
-}  // namespace
 
 long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
   if (auto set = active_set(epfd))

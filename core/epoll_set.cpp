@@ -2,6 +2,7 @@
 
 #include "core/api.h"
 #include "core/config.h"
+#include "core/hazard.h"
 #include "core/libc.h"
 #include "core/stats.h"
 
@@ -73,8 +74,12 @@ struct EpollSet::Reg final : Waiter {
 };
 
 std::shared_ptr<EpollSet> EpollSet::create(int epfd) noexcept {
-  std::shared_ptr<EpollSet> set(new (std::nothrow) EpollSet);
-  if (!set || !set->kicker_.open()) return nullptr;
+  EpollSet* raw = new (std::nothrow) EpollSet;
+  if (!raw) return nullptr;
+  // Destroyed through hazard::retire: epoll_ctl and epoll_wait borrow sets (FdMap::borrow).
+  std::shared_ptr<EpollSet> set(
+      raw, [](EpollSet* p) { hazard::retire(p, [](void* q) { delete static_cast<EpollSet*>(q); }); });
+  if (!set->kicker_.open()) return nullptr;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &set->kicker_;
@@ -86,8 +91,6 @@ EpollSet::~EpollSet() {
   // Registrations first: none may kick a closed kicker.
   regs_.clear();
 }
-
-void EpollSet::others_changed(int delta) noexcept { others_.fetch_add(delta); }
 
 EpollSet::Reg* EpollSet::find(int fd, const Socket* s) {
   for (auto& r : regs_)
@@ -151,6 +154,13 @@ void EpollSet::reconcile(int epfd) {
     if (!s) {
       // The file closed: the kernel dropped the registration with it.
       if (r.user) --user_;
+      regs_.erase(regs_.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (!r.user && s->kernel_for_good.load(std::memory_order_acquire)) {
+      // Stays on kernel TCP: the kernel's registration is all there is, one of the
+      // other descriptors (epoll_ctl on it no longer comes here).
+      other_added();
       regs_.erase(regs_.begin() + static_cast<long>(i));
       continue;
     }
@@ -282,7 +292,7 @@ struct EpollSet::Steps {
   int look() noexcept {
     std::lock_guard<std::mutex> lock(set.mu_);
     set.reconcile(epfd);
-    kernel_members = set.others_unknown_.load() || set.others_.load() != 0 || set.user_.load() < set.regs_.size();
+    kernel_members = set.others_.load() || set.user_.load() < set.regs_.size();
     // Completions on an idle member's queue raise no event while nobody sleeps: looks
     // poll them (see Channel::look_st), so a program kept busy by other members still
     // sees them.

@@ -37,10 +37,13 @@ class EpollSet {
   // The epoll instance itself is watched by another epoll set, poll or select: its
   // kernel readiness must then include the upgraded sockets' readiness.
   void nested() noexcept;
-  // epoll_ctl added (+1) or deleted (-1) a descriptor ferry does not track.
-  void others_changed(int delta) noexcept;
+  // epoll_ctl added a descriptor ferry answers nothing for: one it does not track, or a
+  // socket on kernel TCP for good (which epoll_ctl then never brings here).
+  void other_added() noexcept {
+    if (!others_.load(std::memory_order_relaxed)) others_.store(true);
+  }
   // The instance existed before ferry saw it: what else it holds is unknown, for good.
-  void others_unknown() noexcept { others_unknown_.store(true); }
+  void others_unknown() noexcept { others_.store(true); }
 
   // Around fork (core/forking.cpp): the forking thread holds the set's lock, so the
   // child's copy of the registrations is whole; in the child the lock is fresh and the
@@ -76,11 +79,11 @@ class EpollSet {
   std::vector<std::unique_ptr<Reg>> regs_;
   size_t cursor_ = 0;  // where collect() starts: every ready socket gets its turn
   std::atomic<size_t> user_{0};  // registrations in user space
-  // Registrations of descriptors ferry does not track (pipes, eventfds, other epoll
-  // sets...), counted at epoll_ctl; a closed one is not seen leaving, so this can only
-  // overstate (any value but 0 means "look at the kernel").
-  std::atomic<int> others_{0};
-  std::atomic<bool> others_unknown_{false};
+  // The kernel set has held descriptors that are not ferry's registrations (pipes,
+  // eventfds, other epoll sets, sockets on kernel TCP for good...), or may have. Never
+  // cleared: ferry does not follow such descriptors' removal (a closed one is not even
+  // seen leaving), so it keeps looking at the kernel as long as the set lives.
+  std::atomic<bool> others_{false};
   std::atomic<int64_t> kernel_looked_us_{INT64_MIN / 2};  // when wait() last asked the kernel
   readiness::Kicker kicker_;
   std::atomic<bool> nested_{false};

@@ -79,6 +79,23 @@ class FdMap {
     return s && s->present.load(std::memory_order_acquire);
   }
 
+  // A mark on one descriptor's binding, which the map's user gives a meaning to (the fd
+  // table: the socket stays on kernel TCP for good), so that a call can decide without
+  // borrowing the object. Dropped whenever the descriptor is bound anew or unbound.
+  // marked() is exact unless another thread rebinds fd during the call, which only a
+  // program closing a descriptor another thread is using can make happen.
+  bool marked(int fd) const noexcept {
+    const Slot* s = find(fd);
+    return s && s->mark.load(std::memory_order_acquire);
+  }
+  // Marks fd's binding if fd is still bound to obj.
+  void mark(int fd, const T* obj) noexcept {
+    Slot* s = const_cast<Slot*>(find(fd));
+    if (!s || s->raw.load(std::memory_order_seq_cst) != obj) return;
+    s->mark.store(true, std::memory_order_seq_cst);
+    if (s->raw.load(std::memory_order_seq_cst) != obj) s->mark.store(false, std::memory_order_seq_cst);
+  }
+
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
   // range; returns false only when that allocation fails.
   bool set(int fd, Ref s) noexcept;
@@ -100,6 +117,7 @@ class FdMap {
     std::atomic<bool> present{false};
     std::atomic<Ref> socket;
     std::atomic<T*> raw{nullptr};  // what socket holds, for borrow()
+    std::atomic<bool> mark{false};
   };
   struct Leaf {
     Slot slots[kLeaf];
@@ -178,8 +196,10 @@ bool FdMap<T>::set(int fd, Ref s) noexcept {
   Slot* slot = find_or_grow(fd);
   if (!slot) return false;
   bool had = slot->present.exchange(false, std::memory_order_acq_rel);
+  slot->mark.store(false, std::memory_order_seq_cst);
   // raw first: a borrower must never find the slot's old object after its reference went.
   slot->raw.store(s.get(), std::memory_order_seq_cst);
+  slot->mark.store(false, std::memory_order_seq_cst);  // a mark() racing with this one
   slot->socket.store(std::move(s), std::memory_order_release);
   slot->present.store(true, std::memory_order_release);
   if (!had) size_.fetch_add(1, std::memory_order_relaxed);
@@ -191,6 +211,7 @@ typename FdMap<T>::Ref FdMap<T>::take(int fd) noexcept {
   Slot* slot = const_cast<Slot*>(find(fd));
   if (!slot || !slot->present.exchange(false, std::memory_order_acq_rel)) return nullptr;
   size_.fetch_sub(1, std::memory_order_relaxed);
+  slot->mark.store(false, std::memory_order_seq_cst);
   slot->raw.store(nullptr, std::memory_order_seq_cst);
   return slot->socket.exchange(nullptr, std::memory_order_acq_rel);
 }

@@ -50,6 +50,7 @@ std::atomic<uint64_t> g_transitions{0};
 
 bool Socket::transition(Transport from, Transport to) noexcept {
   if (!legal(from, to)) return false;
+  if (to == Transport::upgrading && kernel_for_good.load(std::memory_order_acquire)) return false;
   if (!transport_.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return false;
   g_transitions.fetch_add(1, std::memory_order_seq_cst);
   return true;

@@ -60,6 +60,12 @@ class Socket {
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
   std::atomic<int64_t> sndbuf{0};       // SO_SNDBUF as the kernel reports it once set; 0 = autotuned
 
+  // This socket's readiness and bytes are the kernel's for good: a listener, or a
+  // connection whose upgrade was decided against at connect/accept or failed. Calls
+  // that only need the kernel's answer (epoll_ctl) then pass straight through. Set
+  // once, never cleared; a connection that comes back from RDMA does not set it.
+  std::atomic<bool> kernel_for_good{false};
+
   // A listener: the process whose rdma_cm listener answers for it (a forked child that
   // accepts on an inherited listener cannot receive its connections' requests).
   std::atomic<int> listening_pid{0};

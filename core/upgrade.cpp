@@ -276,7 +276,8 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u stays on TCP: %s", c->link->client ? "client" : "server",
             c->local_port, c->peer_port, why);
   c->link->phase.store(Link::Phase::failed, std::memory_order_release);
-  if (SocketRef s = c->link->socket.lock()) s->transition(Transport::upgrading, Transport::kernel);
+  if (SocketRef s = c->link->socket.lock(); s && s->transition(Transport::upgrading, Transport::kernel))
+    s->kernel_for_good.store(true, std::memory_order_release);
   c->link->signal.bump();
   if (c->pending) rdma_disconnect(c->pending->id());
   drop_st(c);
@@ -619,9 +620,8 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
 // Either side of a fresh connection: the handshake starts in the background unless
 // the peer is loopback or the process has no RDMA.
 void start(int fd, const SocketRef& s, bool client) noexcept {
-  sockaddr_storage local, peer;
-  if (!addresses(fd, local, peer)) return;
-  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
+  // Without RDMA, no system call: a process that cannot upgrade pays nothing per
+  // connection (so its loopback connections count here too).
   if (!poller::available()) {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
@@ -630,6 +630,9 @@ void start(int fd, const SocketRef& s, bool client) noexcept {
     stats::add(stats::g.tcp_device_excluded, 1);
     return;
   }
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return;
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
   if (!client) conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);

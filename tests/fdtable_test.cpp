@@ -47,6 +47,27 @@ TEST(FdTable, ReplaceKeepsCount) {
   EXPECT_EQ(t.size(), 1u);
 }
 
+TEST(FdTable, MarkBelongsToOneBinding) {
+  FdTable t;
+  auto a = make(), b = make();
+  ASSERT_TRUE(t.set(4, a));
+  EXPECT_FALSE(t.marked(4));
+  t.mark(4, b.get());  // not what 4 is bound to
+  EXPECT_FALSE(t.marked(4));
+  t.mark(4, a.get());
+  EXPECT_TRUE(t.marked(4));
+  EXPECT_FALSE(t.marked(5));
+  ASSERT_TRUE(t.set(5, a));  // a dup: a binding of its own, unmarked until marked
+  EXPECT_FALSE(t.marked(5));
+  ASSERT_TRUE(t.set(4, b));  // rebinding drops the mark
+  EXPECT_FALSE(t.marked(4));
+  t.mark(5, a.get());
+  t.take(5);
+  EXPECT_FALSE(t.marked(5));
+  ASSERT_TRUE(t.set(5, a));
+  EXPECT_FALSE(t.marked(5));
+}
+
 TEST(FdTable, NoCeilingBelowIntMax) {
   FdTable t;
   for (int fd : {0, 1023, 1024, 1 << 20, (1 << 20) + 1, 5'000'000, INT_MAX - 1, INT_MAX}) {
