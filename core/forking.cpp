@@ -33,6 +33,9 @@ Held* g_held = nullptr;
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).
 void prepare() {
+  poller::before_fork();
+  rdma::before_fork();
+  upgrade::before_fork();
   own::prepare_fork();
   auto* h = new (std::nothrow) Held;
   g_held = h;

@@ -25,11 +25,11 @@ struct Retired {
   void* p;
   void (*destroy)(void*);
 };
+// Constant-initialised and trivially destroyed: usable while the process exits, and a
+// forked child resets it without constructing anything.
+constinit Lock g_retired_mu;
+Lock& retired_mu() { return g_retired_mu; }
 // Never destroyed: objects may be retired while the process exits.
-Lock& retired_mu() {
-  static Lock* l = new Lock;
-  return *l;
-}
 std::vector<Retired>& retired() {
   static auto* v = new std::vector<Retired>;
   return *v;

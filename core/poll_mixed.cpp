@@ -17,13 +17,19 @@ namespace {
 struct ThreadWaiter final : Waiter {
   readiness::Kicker kicker;
   bool ok = kicker.open();
+  bool reopen = false;  // in a forked child, until its first use
   void wake() noexcept override { kicker.kick(); }
   bool listening() const noexcept override { return kicker.armed(); }
   bool per_thread() const noexcept override { return true; }
 };
 
+// Whether this thread has made its waiter (a thread that never polled an upgraded
+// socket has none, and a forked child of it needs none made).
+thread_local bool t_waiter_made = false;
+
 ThreadWaiter& thread_waiter() {
   thread_local ThreadWaiter w;
+  t_waiter_made = true;
   return w;
 }
 
@@ -125,10 +131,14 @@ struct PollSteps {
 }  // namespace
 
 void poll_mixed_after_fork_child() noexcept {
+  // The inherited kicker is the parent's eventfd. A fresh one is opened at the child's
+  // first poll over an upgraded socket, not here (see core/forking.h).
+  if (!t_waiter_made) return;
   ThreadWaiter& w = thread_waiter();
   w.kicker.~Kicker();
   new (&w.kicker) readiness::Kicker;
-  w.ok = w.kicker.open();
+  w.ok = false;
+  w.reopen = true;
   scratch().user.clear();
 }
 
@@ -149,6 +159,10 @@ bool needs_user_space(const pollfd* fds, nfds_t n) noexcept {
 
 long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask) noexcept {
   ThreadWaiter& w = thread_waiter();
+  if (w.reopen) {
+    w.reopen = false;
+    w.ok = w.kicker.open();
+  }
   Scratch& sc = scratch();
   if (!w.ok || sc.user.size() > 0) {
     // No kicker, or a signal handler polling inside a poll: the kernel's answer alone.

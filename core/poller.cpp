@@ -2,6 +2,7 @@
 
 #include "core/channel.h"
 #include "core/config.h"
+#include "core/forking.h"
 #include "core/libc.h"
 #include "core/log.h"
 #include "core/own_fd.h"
@@ -68,6 +69,7 @@ constexpr auto kRecheckMost = std::chrono::milliseconds(40);
 // Process lifetime: the thread may outlive main's statics. A forked child gets a fresh
 // one; the parent's, with its descriptors, is left alone (it serves the parent).
 Poller* g_poller = new Poller;
+forking::Spare<Poller> g_spare;
 
 Poller& P() { return *g_poller; }
 
@@ -372,12 +374,14 @@ void own_library_fd(int& field) noexcept {
   own::add(field, [f](int, int to) { move_fd(to, [f](int n) { *f = n; }); });
 }
 
+void before_fork() noexcept { g_spare.make(); }
+
 void after_fork_child() noexcept {
   // The parent's poller thread does not exist here, and its descriptors (rdma_cm's
   // event channel among them) are the parent's: the kernel refuses rdma_cm and verbs
   // commands written to a descriptor opened by another process. The child starts its
   // own poller, with its own event channel and device contexts, when it first needs it.
-  g_poller = new Poller;
+  g_poller = g_spare.take();
 }
 
 }  // namespace ferry::poller

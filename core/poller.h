@@ -72,6 +72,7 @@ bool hold_for_fork() noexcept;
 void release_after_fork(bool held) noexcept;
 // In a forked child: a fresh poller, started on first need (the parent's thread does
 // not exist there).
+void before_fork() noexcept;
 void after_fork_child() noexcept;
 
 }  // namespace ferry::poller

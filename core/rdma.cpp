@@ -1,5 +1,6 @@
 #include "core/rdma.h"
 
+#include "core/forking.h"
 #include "core/poller.h"
 
 #include <cstdlib>
@@ -29,10 +30,12 @@ struct Registry {
   std::vector<std::unique_ptr<Device>> all;
 };
 Registry* g_registry = new Registry;  // process lifetime; a forked child gets its own
+forking::Spare<Registry> g_spare;
 std::vector<std::unique_ptr<Device>>& registry() { return g_registry->all; }
 }  // namespace
 
-void after_fork_child() noexcept { g_registry = new Registry; }
+void before_fork() noexcept { g_spare.make(); }
+void after_fork_child() noexcept { g_registry = g_spare.take(); }
 
 Device* device_for(ibv_context* cm_context, std::string& why) {
   std::lock_guard<std::mutex> lock(g_registry->mu);

@@ -63,6 +63,7 @@ Device* device_for(ibv_context* cm_context, std::string& why);
 std::vector<Device*> devices();
 // In a forked child: the parent's devices (contexts, PDs, completion channels) are left
 // to it; the child opens its own when it first needs them.
+void before_fork() noexcept;
 void after_fork_child() noexcept;
 
 // FERRY_DEVICES: "name[:port],...". Empty list = every ACTIVE device.

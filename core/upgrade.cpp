@@ -1,6 +1,7 @@
 #include "core/upgrade.h"
 
 #include "core/config.h"
+#include "core/forking.h"
 #include "core/fdtable.h"
 #include "core/libc.h"
 #include "core/link.h"
@@ -93,6 +94,7 @@ struct State {
   std::set<Link*> live;  // links with a channel, until they are destroyed
 };
 State* g_state = new State;  // replaced, not destroyed, in a forked child
+forking::Spare<State> g_spare;
 State& st() { return *g_state; }
 
 // How long a request may wait for the program to accept its TCP connection
@@ -696,9 +698,11 @@ void first_data_call(Socket& s) noexcept {
   });
 }
 
+void before_fork() noexcept { g_spare.make(); }
+
 void after_fork_child() noexcept {
   // The parent's connections and listeners are the parent's business.
-  g_state = new State;
+  g_state = g_spare.take();
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
     s->link->inherited = true;

@@ -26,6 +26,7 @@ void release(Socket& s) noexcept;
 
 // In a forked child: connections still upgrading stay on TCP here; upgraded ones
 // cannot be used by the child (their RDMA resources belong to the parent).
+void before_fork() noexcept;
 void after_fork_child() noexcept;
 
 // Poller thread: one rdma_cm event (this function acknowledges it).
