@@ -91,6 +91,17 @@ scenario_integrity_many() {
   expect_rdma 30000000 64
 }
 
+# A BGSAVE-style child, forked again and again while both ends stream, never touches the
+# connection: the parents' connections stay on RDMA, every byte intact.
+scenario_fork_during() {
+  export STREAM_FORK_EVERY=$((2 << 20))
+  pair ferry ferry 2 "$ip" $((32 << 20))
+  unset STREAM_FORK_EVERY
+  expect client upgraded -eq 2
+  expect server upgraded -eq 2
+  expect_rdma $((32 << 20)) 2
+}
+
 scenario_server_plain() {
   pair plain ferry 4 "$ip" 1000003
   expect client upgraded -eq 0
@@ -235,7 +246,7 @@ scenario_thousand() {
   say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
 }
 
-all=(integrity_one integrity_many server_plain client_plain device_excluded disabled no_route loopback
+all=(integrity_one integrity_many fork_during server_plain client_plain device_excluded disabled no_route loopback
   late_accept accept_too_late server_first v4_mapped forged memlock thousand)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"

@@ -11,7 +11,10 @@ Environment:
                                right after accept, which the client reads and checks
                                before it sends anything;
   STREAM_ACCEPT_DELAY=SECONDS  the server accepts nothing for that long after listening
-                               (clients connect and send meanwhile).
+                               (clients connect and send meanwhile);
+  STREAM_FORK_EVERY=BYTES      each sender forks a child every BYTES bytes it sends, as
+                               a Redis BGSAVE does: the child sleeps 50 ms and exits
+                               without touching any socket, while the parent goes on.
 
 Every connection carries, each way at the same time: an 8-byte length, that many
 random bytes, and the sha256 of those bytes. Each side checks what it received. The
@@ -45,18 +48,40 @@ def note_kernel_bytes(sock):
             KERNEL["received"] += received
 
 
+FORK_EVERY = int(os.environ.get("STREAM_FORK_EVERY", "0"))
+
+
+def fork_idle_child():
+    """A child that never touches the parent's sockets, then exits; reaped at once
+    if it already has, else by the next call."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.05)
+        os._exit(0)
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+
+
 def send_stream(sock, size, settle=0.0):
     h = hashlib.sha256()
     sock.sendall(struct.pack("!Q", size))
     if settle:
         time.sleep(settle)
-    left = size
+    left, since_fork = size, 0
     while left:
         # odd piece sizes exercise ring wrap-around and partial writes
         piece = os.urandom(min(left, CHUNK - (left % 4093)))
         h.update(piece)
         sock.sendall(piece)
         left -= len(piece)
+        since_fork += len(piece)
+        if FORK_EVERY and since_fork >= FORK_EVERY:
+            since_fork = 0
+            fork_idle_child()
     sock.sendall(h.digest())
 
 
