@@ -45,6 +45,7 @@ long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, so
 long sendmsg(int fd, const msghdr* msg, int flags) noexcept;
 long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept;
 long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept;
+long splice(int in, loff_t* off_in, int out, loff_t* off_out, size_t len, unsigned flags) noexcept;
 
 // descriptors (api_fd.cpp)
 long close(int fd) noexcept;

@@ -11,6 +11,7 @@
 
 #include <climits>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ferry::api {
@@ -241,6 +242,39 @@ long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept {
     return done ? static_cast<long>(done) : result;
   }
   return tx(out_fd, s.tracked, sys(real.sendfile(out_fd, in_fd, offset, count)));
+}
+
+namespace {
+bool is_pipe(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+}  // namespace
+
+long splice(int in, loff_t* off_in, int out, loff_t* off_out, size_t len, unsigned flags) noexcept {
+  {
+    Upgraded src{in};
+    if (src) {
+      // The kernel's checks, in its order: a socket has no offset, the other end is a pipe.
+      if (off_in || !is_pipe(out)) return -EINVAL;
+      if (off_out) return -ESPIPE;
+      return stream::splice_out(in, *src, out, len, flags);
+    }
+  }
+  {
+    Upgraded dst{out};
+    if (dst) {
+      if (off_out || !is_pipe(in)) return -EINVAL;
+      if (off_in) return -ESPIPE;
+      return stream::splice_in(in, out, *dst, len, flags);
+    }
+  }
+  long r = sys(real.splice(in, off_in, out, off_out, len, flags));
+  if (r > 0) {
+    if (fd_table().tracked(in)) rx(true, r);
+    if (fd_table().tracked(out)) tx(out, true, r);
+  }
+  return r;
 }
 
 }  // namespace ferry::api

@@ -100,6 +100,16 @@ class Channel {
   // into the ring as the peer's credits come back). Returns how many (0 when both are
   // full, after telling the peer it is blocked). Never blocks.
   size_t send_st(const iovec* iov, int iovcnt, size_t max);
+  // Bytes send_st takes in whole now: the ring's room for one record while nothing is
+  // queued, else (or if more) the send queue's room.
+  size_t room_st() const {
+    size_t room = queue_limit_ > queue_.size() ? queue_limit_ - queue_.size() : 0;
+    if (queue_.empty() && peer_known_ && tx_.space() > 4 * ring::kUnit && sq_outstanding_ + ring::kMaxRecords <= kSendDepth) {
+      const uint64_t ring = std::min<uint64_t>(max_record_, tx_.space() - 4 * ring::kUnit);
+      if (ring > room) room = ring;
+    }
+    return room;
+  }
   // How many bytes the send queue may hold beyond the peer's ring (send_queue_limit).
   void set_queue_limit_st(uint64_t bytes) { queue_limit_ = bytes; }
   // Bytes accepted from the program that have not been written into the peer's ring.

@@ -8,6 +8,7 @@
 // the steady-state call has no "resolved yet?" branch.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>

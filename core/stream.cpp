@@ -10,6 +10,7 @@
 #include "core/wait.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -139,13 +140,12 @@ struct RxStep {
   long result = 0;  // with done
 };
 
-// One look at the receive side, under the socket's rx_mu: takes what the kernel socket
-// (up to the peer's cutover point) or the ring holds now, into iov past `got`. Never
-// sleeps.
-RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags,
-               bool waitall, size_t& got) {
+// One look at the receive side, with the socket's rx_mu held: takes what the kernel
+// socket (up to the peer's cutover point) or the ring holds now, into iov past `got`.
+// Never sleeps.
+RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags,
+                      bool waitall, size_t& got) {
   const bool peek = flags & MSG_PEEK;
-  std::lock_guard<Lock> rx(s.rx_mu);
   if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
   const bool est = link.established();
@@ -173,7 +173,7 @@ RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
   }
   if (from_ring) {
     if (ring_bytes > 0) {
-      stats::add(stats::g.bytes_rdma_received, ring_bytes);
+      if (!peek) stats::add(stats::g.bytes_rdma_received, ring_bytes);
       got += ring_bytes;
       if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
       return {RxStep::again};
@@ -191,8 +191,10 @@ RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
   m.msg_iovlen = static_cast<size_t>(part.n);
   long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
   if (r > 0) {
-    if (!peek) link.tcp_received += static_cast<uint64_t>(r);
-    stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+    if (!peek) {
+      link.tcp_received += static_cast<uint64_t>(r);
+      stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+    }
     got += static_cast<size_t>(r);
     if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
     return {RxStep::again};
@@ -209,6 +211,12 @@ RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
     return {RxStep::cutover_wait};
   }
   return {RxStep::wait};
+}
+
+RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool waitall,
+               size_t& got) {
+  std::lock_guard<Lock> rx(s.rx_mu);
+  return look_rx_locked(fd, s, link, iov, iovcnt, total, flags, waitall, got);
 }
 
 }  // namespace
@@ -378,6 +386,159 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     if (k > 0) continue;
     int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
     if (w < 0) return broken(sent, -w);
+  }
+}
+
+namespace {
+
+// Room in a pipe, in bytes: its capacity less what it holds. A pipe written by others
+// meanwhile may have less; a write of this many then waits for the reader, as a
+// splice into that pipe would.
+long pipe_room(int pipe) {
+  int size = real.fcntl(pipe, F_GETPIPE_SZ, 0);
+  int held = 0;
+  if (size < 0 || real.ioctl(pipe, FIONREAD, &held) != 0) return -errno;
+  return size > held ? size - held : 0;
+}
+
+// Waits until the pipe is ready for `events` (POLLIN / POLLOUT); -EAGAIN if it is not
+// and the caller must not wait, 0 once it is (or its other end is gone: POLLHUP/ERR).
+long pipe_wait(int pipe, short events, bool nonblock) {
+  pollfd p{pipe, events, 0};
+  long r = api::sys(real.poll(&p, 1, nonblock ? 0 : -1));
+  if (r < 0) return r;
+  return r == 0 ? -EAGAIN : 0;
+}
+
+bool pipe_nonblocking(int pipe, unsigned flags) {
+  return (flags & SPLICE_F_NONBLOCK) || (real.fcntl(pipe, F_GETFL, 0) & O_NONBLOCK);
+}
+
+char* bounce() {
+  thread_local char buf[64 * 1024];
+  return buf;
+}
+constexpr size_t kBounce = 64 * 1024;
+
+}  // namespace
+
+long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcept {
+  if (len == 0) return 0;
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  Link& link = *s.link;
+  if (link.orphaned) return -ECONNRESET;
+  char* buf = bounce();
+  Deadline deadline;
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    long room = pipe_room(pipe);
+    if (room < 0) return room;
+    if (room == 0) {
+      long w = pipe_wait(pipe, POLLOUT, pipe_nonblocking(pipe, flags));
+      if (w < 0) return w;
+      continue;
+    }
+    const size_t n = std::min({len, static_cast<size_t>(room), kBounce});
+    RxStep step{RxStep::wait};
+    {
+      // Peek, hand to the pipe, then take exactly what it took: one look under rx_mu,
+      // so no other reader comes between.
+      std::lock_guard<Lock> rx(s.rx_mu);
+      size_t got = 0;
+      iovec v{buf, n};
+      step = look_rx_locked(fd, s, link, &v, 1, n, MSG_PEEK, false, got);
+      if (step.next == RxStep::done && step.result > 0) {
+        long w = api::sys(real.write(pipe, buf, static_cast<size_t>(step.result)));
+        if (w <= 0) return w;
+        for (size_t taken = 0; taken < static_cast<size_t>(w);) {
+          iovec t{buf, static_cast<size_t>(w) - taken};
+          size_t k = 0;
+          RxStep again = look_rx_locked(fd, s, link, &t, 1, t.iov_len, 0, false, k);
+          if (again.next != RxStep::done || again.result <= 0) break;  // cannot happen: they were there
+          taken += k;
+        }
+        return w;
+      }
+    }
+    if (step.next == RxStep::done) return step.result;  // end of stream, or an error
+    if (step.next == RxStep::again) continue;
+    if (step.next == RxStep::kernel) {
+      long r = api::sys(real.splice(fd, nullptr, pipe, nullptr, len, flags));
+      if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+      return r;
+    }
+    if (step.next == RxStep::cutover_wait) {
+      int w = wait_for(link, seen, now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
+      if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
+      if (w < 0) return w;
+      continue;
+    }
+    if (s.nonblocking.load()) return -EAGAIN;  // the socket's own flag decides, as the kernel's splice
+    int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
+    if (w < 0) return w;
+  }
+}
+
+long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept {
+  if (len == 0) return 0;
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  Link& link = *s.link;
+  char* buf = bounce();
+  Deadline deadline;
+  for (;;) {
+    int held = 0;
+    if (real.ioctl(pipe, FIONREAD, &held) != 0) return -errno;
+    if (held == 0) {
+      pollfd p{pipe, POLLIN, 0};
+      long r = api::sys(real.poll(&p, 1, pipe_nonblocking(pipe, flags) ? 0 : -1));
+      if (r < 0) return r;
+      if (r == 0) return -EAGAIN;
+      if (!(p.revents & POLLIN)) return 0;  // every writer has gone: the pipe's end
+      continue;
+    }
+    const uint32_t seen = link.signal.load();
+    bool dead = false;
+    {
+      std::unique_lock<Lock> tx(s.tx_mu);
+      if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
+        // TCP still carries this side's bytes: the kernel's splice, counted like a send.
+        ++link.tcp_senders;
+        tx.unlock();
+        long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
+        std::lock_guard<Lock> again(s.tx_mu);
+        if (r > 0) {
+          link.tcp_sent += static_cast<uint64_t>(r);
+          stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+        }
+        --link.tcp_senders;
+        return r;
+      }
+      if (link.orphaned || link.fin_sent || !cut_over(s, link)) return epipe(0, 0);
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
+      if (ch.room_st() == 0) ch.progress_st();
+      dead = ch.failed() || link.peer_gone.load();
+      const size_t room = dead ? 0 : ch.room_st();
+      if (room > 0) {
+        // Only what the connection takes now leaves the pipe.
+        const size_t n = std::min({len, static_cast<size_t>(held), room, kBounce});
+        long r = api::sys(real.read(pipe, buf, n));
+        if (r <= 0) return r;
+        iovec v{buf, static_cast<size_t>(r)};
+        const size_t k = ch.send_st(&v, 1, static_cast<size_t>(r));
+        stats::add(stats::g.bytes_rdma_sent, k);
+        return static_cast<long>(k);
+      }
+    }
+    if (dead) {
+      int err = 0;
+      socklen_t elen = sizeof err;
+      if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err != 0) return -err;
+      return epipe(0, 0);
+    }
+    if (s.nonblocking.load()) return -EAGAIN;
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+    if (w < 0) return w;
   }
 }
 

@@ -12,6 +12,12 @@ namespace ferry::stream {
 long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept;
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept;
 long shutdown(int fd, Socket& s, int how) noexcept;
+// splice between the connection and a pipe, without the kernel's zero-copy but with its
+// results: socket -> pipe takes only what the pipe has room for (peeked, written, then
+// consumed), pipe -> socket reads only what the connection takes at once, so no byte
+// is ever taken from one side that the other did not get.
+long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcept;
+long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept;
 // Cuts the send side over to the ring (the first RDMA message names the bytes TCP
 // carried). Needs s.tx_mu held, the link established and no kernel send running
 // (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.

@@ -426,6 +426,71 @@ void peer_killed(bool leave_unread) {
   close(ready[1]);
 }
 
+// splice between a connection and pipes, both ways: the bytes, the counts, a full
+// pipe, offsets refused on a socket, a non-blocking socket with nothing to read, and
+// the end of the stream.
+void splices() {
+  puts("splice");
+  Pair p;
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) return;
+  const auto data = pattern(200000, 13, 5);
+  // The sending side: a pipe's bytes into the connection, 64 KiB at a time.
+  size_t put = 0;
+  while (put < 150000) {
+    long w = write(in[1], data.data() + put, std::min<size_t>(65536, 150000 - put));
+    if (w <= 0) break;
+    long r = splice(in[0], nullptr, p.c, nullptr, static_cast<size_t>(w), 0);
+    if (r != w) show("splice pipe -> socket", r);
+    if (r <= 0) break;
+    put += static_cast<size_t>(r);
+  }
+  printf("  pipe -> socket moved %zu\n", put);
+  loff_t off = 0;
+  show("splice with an offset on the socket", splice(in[0], nullptr, p.c, &off, 10, 0));
+  show("splice socket -> socket", splice(p.s, nullptr, p.c, nullptr, 10, 0));
+  // The receiving side: the connection into a pipe the program then reads.
+  std::vector<char> got;
+  char buf[65536];
+  while (got.size() < put) {
+    long r = splice(p.s, nullptr, out[1], nullptr, sizeof buf, 0);
+    if (r <= 0) {
+      show("splice socket -> pipe", r);
+      break;
+    }
+    long k = read(out[0], buf, static_cast<size_t>(r));
+    if (k != r) show("read what the splice put in the pipe", k);
+    got.insert(got.end(), buf, buf + (k > 0 ? k : 0));
+  }
+  printf("  socket -> pipe moved %zu, %s\n", got.size(),
+         got.size() == put && memcmp(got.data(), data.data(), put) == 0 ? "bytes match" : "BYTES DIFFER");
+  show("splice with an offset from the socket", splice(p.s, &off, out[1], nullptr, 10, 0));
+  // SPLICE_F_NONBLOCK is about the pipe; the socket's own flag decides whether to wait.
+  fcntl(p.s, F_SETFL, O_NONBLOCK);
+  show("non-blocking socket, nothing to read", splice(p.s, nullptr, out[1], nullptr, 10, 0));
+  fcntl(p.s, F_SETFL, 0);
+  // A full pipe takes nothing, and the bytes wait in the connection.
+  send_all(p.c, data.data(), 3000);
+  for (int n = 0; n < 3000;)  // all 3000 have arrived
+    if (ioctl(p.s, FIONREAD, &n) != 0) break;
+  fcntl(out[1], F_SETFL, O_NONBLOCK);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  while (write(out[1], buf, sizeof buf) > 0) {
+  }
+  show("splice into a full pipe", splice(p.s, nullptr, out[1], nullptr, 3000, SPLICE_F_NONBLOCK));
+  while (read(out[0], buf, sizeof buf) > 0) {
+  }
+  fcntl(out[1], F_SETFL, 0);
+  fcntl(out[0], F_SETFL, 0);
+  show("the 3000 once it drained", splice(p.s, nullptr, out[1], nullptr, 3000, 0));
+  long k = read(out[0], buf, sizeof buf);
+  show("read them", k);
+  printf("  the 3000 bytes: %s\n", k == 3000 && memcmp(buf, data.data(), 3000) == 0 ? "match" : "DIFFER");
+  shutdown(p.c, SHUT_WR);
+  show("splice at the end of the stream", splice(p.s, nullptr, out[1], nullptr, 10, 0));
+  for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -443,6 +508,7 @@ int main(int argc, char** argv) {
   close_after_burst();
   send_to_closed_peer();
   other_calls();
+  splices();
   trunc_and_oob();
   send_limits();
   sigpipe();

@@ -102,6 +102,16 @@ scenario_fork_during() {
   expect_rdma $((32 << 20)) 2
 }
 
+# The bodies go through pipes and splice() both ways: carried over RDMA, every byte intact.
+scenario_splice() {
+  export STREAM_SPLICE=1
+  pair ferry ferry 2 "$ip" $((16 << 20)) 1000003
+  unset STREAM_SPLICE
+  expect client upgraded -eq 2
+  expect server upgraded -eq 2
+  expect_rdma $((16 << 20)) 2
+}
+
 scenario_server_plain() {
   pair plain ferry 4 "$ip" 1000003
   expect client upgraded -eq 0
@@ -246,7 +256,7 @@ scenario_thousand() {
   say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
 }
 
-all=(integrity_one integrity_many fork_during server_plain client_plain device_excluded disabled no_route loopback
+all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
   late_accept accept_too_late server_first v4_mapped forged memlock thousand)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"

@@ -12,6 +12,10 @@ Environment:
                                before it sends anything;
   STREAM_ACCEPT_DELAY=SECONDS  the server accepts nothing for that long after listening
                                (clients connect and send meanwhile);
+  STREAM_SPLICE=1              the streams' bodies go through pipes: each sender
+                               writes into a pipe and splice()s it into the socket,
+                               each receiver splice()s from the socket into a pipe and
+                               reads that;
   STREAM_FORK_EVERY=BYTES      each sender forks a child every BYTES bytes it sends, as
                                a Redis BGSAVE does: the child sleeps 50 ms and exits
                                without touching any socket, while the parent goes on.
@@ -49,6 +53,36 @@ def note_kernel_bytes(sock):
 
 
 FORK_EVERY = int(os.environ.get("STREAM_FORK_EVERY", "0"))
+SPLICE = os.environ.get("STREAM_SPLICE") == "1"
+
+
+def send_piece(sock, piece):
+    if not SPLICE:
+        sock.sendall(piece)
+        return
+    r, w = os.pipe()
+    try:
+        view = memoryview(piece)
+        while view:
+            n = os.write(w, view[: 1 << 16])
+            view = view[n:]
+            while n:
+                n -= os.splice(r, sock.fileno(), n)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def recv_piece(sock, n):
+    if not SPLICE:
+        return sock.recv(n)
+    r, w = os.pipe()
+    try:
+        got = os.splice(sock.fileno(), w, min(n, 1 << 16))
+        return os.read(r, got) if got else b""
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def fork_idle_child():
@@ -76,7 +110,7 @@ def send_stream(sock, size, settle=0.0):
         # odd piece sizes exercise ring wrap-around and partial writes
         piece = os.urandom(min(left, CHUNK - (left % 4093)))
         h.update(piece)
-        sock.sendall(piece)
+        send_piece(sock, piece)
         left -= len(piece)
         since_fork += len(piece)
         if FORK_EVERY and since_fork >= FORK_EVERY:
@@ -104,7 +138,7 @@ def recv_body(sock, size):
     h = hashlib.sha256()
     left = size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        chunk = recv_piece(sock, min(left, 1 << 20))
         if not chunk:
             raise EOFError(f"EOF with {left} of {size} bytes missing")
         h.update(chunk)
