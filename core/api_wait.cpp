@@ -3,6 +3,7 @@
 // have an EpollSet. Calls that involve no upgraded socket are the kernel's own.
 #include "core/api.h"
 
+#include "core/config.h"
 #include "core/epoll_set.h"
 #include "core/fdtable.h"
 #include "core/log.h"
@@ -104,6 +105,7 @@ namespace {
 long created(long epfd) {
   if (epfd < 0) return epfd;
   // Made now, the set sees every epoll_ctl of the instance.
+  if (!config().enable) return epfd;
   if (auto set = EpollSet::create(static_cast<int>(epfd))) epoll_sets().set(static_cast<int>(epfd), std::move(set));
   return epfd;
 }
@@ -157,7 +159,9 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
     set = EpollSet::create(epfd);
     if (!set) return sys(real.epoll_ctl(epfd, op, fd, ev));
     set->others_unknown();
-    epoll_sets().set(epfd, set);
+    long r = set->ctl(epfd, op, fd, ev, s);
+    if (r == 0) epoll_sets().set(epfd, set);  // epfd is an epoll instance after all
+    return r;
   }
   return set->ctl(epfd, op, fd, ev, s);
 }

@@ -77,14 +77,20 @@ std::shared_ptr<EpollSet> EpollSet::create(int epfd) noexcept {
   EpollSet* raw = new (std::nothrow) EpollSet;
   if (!raw) return nullptr;
   // Destroyed through hazard::retire: epoll_ctl and epoll_wait borrow sets (FdMap::borrow).
-  std::shared_ptr<EpollSet> set(
+  (void)epfd;  // the kicker joins the kernel set with the first registration
+  return std::shared_ptr<EpollSet>(
       raw, [](EpollSet* p) { hazard::retire(p, [](void* q) { delete static_cast<EpollSet*>(q); }); });
-  if (!set->kicker_.open()) return nullptr;
+}
+
+bool EpollSet::ensure_kicker(int epfd) {
+  if (kicker_.fd() >= 0) return true;
+  if (!kicker_.open()) return false;
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = &set->kicker_;
-  if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, set->kicker_.fd(), &ev) != 0) return nullptr;
-  return set;
+  ev.data.ptr = &kicker_;
+  if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, kicker_.fd(), &ev) != 0) return false;
+  if (nested_.load()) kicker_.kick();  // an outer waiter looks again, now through it
+  return true;
 }
 
 EpollSet::~EpollSet() {
@@ -110,6 +116,11 @@ long EpollSet::ctl(int epfd, int op, int fd, epoll_event* ev, const SocketRef& s
   }
   long res = api::sys(real.epoll_ctl(epfd, op, fd, kev));
   if (res != 0) return res;
+  // Sleepers on this set are woken through the kicker; without one, no registration.
+  if (op == EPOLL_CTL_ADD && !ensure_kicker(epfd)) {
+    real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+    return -ENOMEM;
+  }
   if (op == EPOLL_CTL_ADD) {
     // An earlier registration of this number whose file has closed is gone from the
     // kernel set too.

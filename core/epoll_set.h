@@ -22,7 +22,9 @@ namespace ferry {
 
 class EpollSet {
  public:
-  // The set for the epoll instance epfd refers to; null when its kicker cannot be made.
+  // The set for the epoll instance epfd refers to (null only without memory). Its
+  // kicker is made with its first registration: an instance that never holds a socket
+  // that can leave kernel TCP costs no descriptor and no system call.
   static std::shared_ptr<EpollSet> create(int epfd) noexcept;
   ~EpollSet();
 
@@ -58,6 +60,8 @@ class EpollSet {
   struct Steps;  // how wait() looks, arms and sleeps in wait_loop
   EpollSet() = default;
   Reg* find(int fd, const Socket* s);
+  // Opens the kicker and adds it to the kernel set, once. Needs mu_.
+  bool ensure_kicker(int epfd);
   // Moves registrations whose socket went to RDMA to user space; drops those the kernel
   // forgot. Needs mu_.
   void reconcile(int epfd);

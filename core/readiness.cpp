@@ -106,7 +106,7 @@ void Kicker::move(int to) noexcept {
 }
 
 void Kicker::kick() noexcept {
-  if (armed_.load(std::memory_order_seq_cst) <= 0) return;
+  if (armed_.load(std::memory_order_seq_cst) <= 0 || fd_.load(std::memory_order_relaxed) < 0) return;
   if (pending_.exchange(true, std::memory_order_seq_cst)) return;
   uint64_t one = 1;
   users_.fetch_add(1);
