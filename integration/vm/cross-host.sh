@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Inside the two-host test bed (integration/testbed --hosts 2), on both guests: one
+# connection from host 2 to host 1 carries 16 MiB each way (stream_check.py, sha256
+# checked on both ends), on kernel TCP and under ferry at both ends, first on a clean
+# wire, then with netem loss and delay on both guests' eth0. Host 1 serves, host 2
+# connects; they meet in $TESTBED_SHARED, where each leaves its side's figures. Each
+# host checks its own side; host 2 then prints the table of both.
+#   cross-host.sh BUILD_DIR
+# Fails if a stream's bytes differ, if a connection under ferry did not upgrade or sent
+# most of its bytes on TCP, if the kernel's TCP byte count disagrees with ferry's, if
+# netem dropped nothing on the lossy wire, or if the other host's side never showed up.
+set -euo pipefail
+# The test bed's commands start with PATH=/bin; tc lives in /usr/sbin.
+PATH=$PATH:/usr/sbin:/sbin
+build=$1
+here=$(cd "$(dirname "$0")" && pwd)
+host=${TESTBED_HOST:?run inside integration/testbed --hosts 2}
+shared=${TESTBED_SHARED:?run inside integration/testbed --hosts 2}
+out=${VM_OUT:-/tmp}
+size=$((16 << 20))
+# Each side sends its 8-byte length, waits this long, then the rest: the upgrade (a few
+# rdma_cm round trips) finishes first, so that the stream itself crosses the wire the
+# way the row says. On the lossy wire a lost connect request or reply is resent only
+# after rdma_cm's response timeout (4.6 s or more for RoCE), so the settling time there
+# covers one such loss, and ferry's upgrade window (FERRY_UPGRADE_TIMEOUT_MS, 2 s by
+# default, after which the server keeps the connection on TCP) covers three.
+settle=1
+window=15000
+loss="loss 1% delay 200us"
+check="/usr/bin/python3 $here/stream_check.py"
+failures=0
+
+say() { printf '%s\n' "$*"; }
+fail() { say "FAIL [$name] host $host: $*"; failures=$((failures + 1)); }
+
+# wait_for SECONDS FILE: whether FILE appeared within SECONDS.
+wait_for() {
+  local i
+  for ((i = 0; i < $1 * 10; i++)); do
+    [ -e "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# counter FIELD: the value at exit in this side's ferry log (0 without one).
+counter() { awk -v f="$1" '$1 == f {v = $2} END {print v + 0}' "$out/$name.$role.log" 2>/dev/null || echo 0; }
+# kernel_sent: the kernel's own count of TCP bytes this side sent (tcp_info
+# bytes_acked, where the SYN and FIN count one each once acknowledged), as
+# stream_check printed it.
+kernel_sent() { sed -n 's/.*kernel TCP bytes sent \([0-9]*\) received.*/\1/p' "$out/$name.$role.out"; }
+# drops: packets netem has dropped on this guest's eth0.
+drops() { tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | awk '{n += $1} END {print n + 0}'; }
+# fact SIDE KEY: a figure of that side of this scenario, from the shared directory.
+fact() { awk -v k="$2" '$1 == k {print $2}' "$shared/$name.$1"; }
+
+# launch MODE ARGS...: this side's stream_check in the background (side_pid), under
+# ferry when MODE is ferry.
+launch() {
+  local mode=$1
+  shift
+  local -a pre=()
+  [ "$mode" = plain ] || pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_UPGRADE_TIMEOUT_MS=$window"
+    "FERRY_LOG_FILE=$out/$name.$role.log" "$build/ferry")
+  drops_before=$(drops) started=$SECONDS
+  timeout 300 env STREAM_SETTLE=$settle "${pre[@]}" $check "$@" > "$out/$name.$role.out" 2>&1 &
+  side_pid=$!
+}
+
+# conclude MODE: waits for this side's stream_check, checks this side, and leaves its
+# figures in the shared directory.
+conclude() {
+  local mode=$1 status=0 tcp rdma=0 upgraded=- before
+  wait $side_pid || status=$?
+  [ "$status" -eq 0 ] || fail "stream_check $role exited $status: $(tail -3 "$out/$name.$role.out")"
+  tcp=$(kernel_sent)
+  if [ "$mode" = ferry ]; then
+    upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
+    [ "$upgraded" -eq 1 ] || fail "$role: $upgraded connections upgraded, expected 1"
+    [ "$rdma" -gt $((size / 2)) ] || fail "$role: only $rdma of $size bytes sent over RDMA"
+    [ "${tcp:-0}" -ge "$before" ] && [ "${tcp:-0}" -le $((before + 2)) ] ||
+      fail "$role: kernel TCP carried ${tcp:-no} bytes, ferry counted $before before the cutover"
+  else
+    [ "${tcp:-0}" -ge "$size" ] || fail "$role: kernel TCP carried ${tcp:-no} bytes, expected all $size"
+  fi
+  printf 'status %s\nupgraded %s\ntcp %s\nrdma %s\ndrops %s\nseconds %s\n' "$status" "$upgraded" \
+    "${tcp:--}" "$rdma" $(($(drops) - drops_before)) $((SECONDS - started)) > "$shared/$name.$role.tmp"
+  mv "$shared/$name.$role.tmp" "$shared/$name.$role"
+  say "[$name] $role: $(tail -1 "$out/$name.$role.out")"
+}
+
+# Host 1: listen, tell host 2 the port once listening, serve one connection.
+serve() {
+  role=server
+  launch "$1" server "$TESTBED_IP" "$2" 1
+  # stream_check prints "listening" once its socket (and ferry's rdma_cm listener) is up.
+  for _ in $(seq 100); do
+    grep -q listening "$out/$name.server.out" 2>/dev/null && break
+    kill -0 $side_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$2" > "$shared/$name.ready"
+  conclude "$1"
+}
+
+# Host 2: wait for host 1's port, connect, then for host 1's figures.
+connect() {
+  role=client
+  if ! wait_for 120 "$shared/$name.ready"; then
+    fail "host 1 never listened"
+    return
+  fi
+  launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" 1 "$size"
+  conclude "$1"
+  wait_for 120 "$shared/$name.server" || fail "host 1 never reported its side"
+}
+
+port=7100 names=()
+# scenario NAME MODE: one transfer on the wire as it is now, this host's side.
+scenario() {
+  name=$1
+  port=$((port + 1))
+  names+=("$name")
+  if [ "$host" = 1 ]; then serve "$2" $port; else connect "$2"; fi
+}
+
+# Where each side's bytes went: TCP is the kernel's count, RDMA ferry's. The time is
+# the client's whole run, settling included.
+table() {
+  local format='%-12s %-20s %-7s %-9s %-20s %-20s %-12s %s\n' h1 h2 wire
+  printf "\n$format" scenario wire intact upgraded "host1->2 TCP/RDMA" "host2->1 TCP/RDMA" \
+    "drops h1/h2" seconds
+  for name in "${names[@]}"; do
+    [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-12s (no figures)\n' "$name"; continue; }
+    h1=$(fact server status) h2=$(fact client status) wire=clean
+    [ "${name#*-}" = clean ] || wire=$loss
+    # shellcheck disable=SC2059 # the format is the table's
+    printf "$format" "$name" "$wire" "$([ "$h1$h2" = 00 ] && echo yes || echo NO)" \
+      "$(fact server upgraded)/$(fact client upgraded)" "$(fact server tcp)/$(fact server rdma)" \
+      "$(fact client tcp)/$(fact client rdma)" "$(fact server drops)/$(fact client drops)" "$(fact client seconds)"
+  done
+}
+
+scenario tcp-clean plain
+scenario ferry-clean ferry
+
+# Both guests impair their own sending side, so that loss and delay hit both directions.
+tc qdisc add dev eth0 root netem $loss
+settle=8
+scenario tcp-loss plain
+scenario ferry-loss ferry
+# netem drops packets as the stack hands them over, before GSO splits a large TCP
+# segment (up to 64 KiB) into the wire's: kernel TCP meets few losses, while RoCE's
+# packets (4 KiB each) meet about 1%.
+name=lossy-wire
+[ "$(drops)" -gt 0 ] || fail "netem dropped no packet on this host's side of the wire"
+tc qdisc del dev eth0 root
+
+if [ "$host" = 2 ]; then table | tee "$out/table.txt"; fi
+[ $failures -eq 0 ] && say "cross-host: host $host: all scenarios passed" || say "cross-host: host $host: $failures failure(s)"
+[ $failures -eq 0 ]
