@@ -293,12 +293,8 @@ namespace {
 // in the kernel with the kernel's own semantics (timeouts, signals, shutdown from
 // another thread) and other threads' calls go on meanwhile. tcp_senders keeps the
 // cutover from happening while it runs.
-long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
-  msghdr m{};
-  m.msg_iov = const_cast<iovec*>(iov);
-  m.msg_iovlen = static_cast<size_t>(iovcnt);
-  // After a partial send the kernel reports the count, never a SIGPIPE.
-  long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
+// A kernel send that began with ++link.tcp_senders under tx_mu has returned r.
+long tcp_send_done(Socket& s, Link& link, long r) {
   std::lock_guard<Lock> tx(s.tx_mu);
   if (r > 0) {
     link.tcp_sent += static_cast<uint64_t>(r);
@@ -306,6 +302,23 @@ long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int f
   }
   --link.tcp_senders;
   return r;
+}
+
+long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  // After a partial send the kernel reports the count, never a SIGPIPE.
+  return tcp_send_done(s, link, api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags)));
+}
+
+// A send on a connection whose RDMA side broke: a reset the kernel socket received is
+// reported once, as the kernel's send would (ECONNRESET, no SIGPIPE); after that, EPIPE.
+long send_on_dead(int fd, size_t sent, int flags) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (!sent && real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return -err;
+  return epipe(sent, flags);
 }
 
 // The largest value a tcp_wmem / tcp_rmem sysctl lets a buffer grow to.
@@ -371,14 +384,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
     }
-    if (dead) {
-      // A reset the kernel socket received is reported once, as the kernel's send
-      // would (ECONNRESET, no SIGPIPE); after that, EPIPE.
-      int err = 0;
-      socklen_t len = sizeof err;
-      if (!sent && real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return -err;
-      return epipe(sent, flags);
-    }
+    if (dead) return send_on_dead(fd, sent, flags);
     sent += k;
     stats::add(stats::g.bytes_rdma_sent, k);
     if (sent == total) return static_cast<long>(sent);
@@ -504,14 +510,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         // TCP still carries this side's bytes: the kernel's splice, counted like a send.
         ++link.tcp_senders;
         tx.unlock();
-        long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
-        std::lock_guard<Lock> again(s.tx_mu);
-        if (r > 0) {
-          link.tcp_sent += static_cast<uint64_t>(r);
-          stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
-        }
-        --link.tcp_senders;
-        return r;
+        return tcp_send_done(s, link, api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags)));
       }
       if (link.orphaned || link.fin_sent || !cut_over(s, link)) return epipe(0, 0);
       std::lock_guard<Lock> lock(link.channel->mu());
@@ -530,12 +529,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         return static_cast<long>(k);
       }
     }
-    if (dead) {
-      int err = 0;
-      socklen_t elen = sizeof err;
-      if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err != 0) return -err;
-      return epipe(0, 0);
-    }
+    if (dead) return send_on_dead(fd, 0, 0);
     if (s.nonblocking.load()) return -EAGAIN;
     int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
     if (w < 0) return w;
