@@ -103,10 +103,9 @@ long pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout,
 
 namespace {
 long created(long epfd) {
-  if (epfd < 0) return epfd;
+  if (epfd < 0 || !config().enable) return epfd;
   // Made now, the set sees every epoll_ctl of the instance.
-  if (!config().enable) return epfd;
-  if (auto set = EpollSet::create(static_cast<int>(epfd))) epoll_sets().set(static_cast<int>(epfd), std::move(set));
+  if (auto set = EpollSet::create()) epoll_sets().set(static_cast<int>(epfd), std::move(set));
   return epfd;
 }
 }  // namespace
@@ -156,7 +155,7 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
     if (!s || op != EPOLL_CTL_ADD) return sys(real.epoll_ctl(epfd, op, fd, ev));
     // An instance ferry has not seen created (inherited, or made before ferry loaded):
     // what else it holds is unknown.
-    set = EpollSet::create(epfd);
+    set = EpollSet::create();
     if (!set) return sys(real.epoll_ctl(epfd, op, fd, ev));
     set->others_unknown();
     long r = set->ctl(epfd, op, fd, ev, s);

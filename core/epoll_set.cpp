@@ -73,11 +73,10 @@ struct EpollSet::Reg final : Waiter {
   }
 };
 
-std::shared_ptr<EpollSet> EpollSet::create(int epfd) noexcept {
+std::shared_ptr<EpollSet> EpollSet::create() noexcept {
   EpollSet* raw = new (std::nothrow) EpollSet;
   if (!raw) return nullptr;
   // Destroyed through hazard::retire: epoll_ctl and epoll_wait borrow sets (FdMap::borrow).
-  (void)epfd;  // the kicker joins the kernel set with the first registration
   return std::shared_ptr<EpollSet>(
       raw, [](EpollSet* p) { hazard::retire(p, [](void* q) { delete static_cast<EpollSet*>(q); }); });
 }

@@ -22,10 +22,10 @@ namespace ferry {
 
 class EpollSet {
  public:
-  // The set for the epoll instance epfd refers to (null only without memory). Its
-  // kicker is made with its first registration: an instance that never holds a socket
-  // that can leave kernel TCP costs no descriptor and no system call.
-  static std::shared_ptr<EpollSet> create(int epfd) noexcept;
+  // A set for an epoll instance (null only without memory). Its kicker is made with
+  // its first registration: an instance that never holds a socket that can leave
+  // kernel TCP costs no descriptor and no system call.
+  static std::shared_ptr<EpollSet> create() noexcept;
   ~EpollSet();
 
   // epoll_ctl on a tracked TCP socket s.
