@@ -18,6 +18,8 @@
 #include <sys/ioctl.h>
 
 #include <algorithm>
+#include <memory>
+#include <new>
 
 namespace ferry::stream {
 namespace {
@@ -134,6 +136,17 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
   }
 }
 
+// A 64 KiB buffer of this thread's, for calls that move bytes through ferry (splice,
+// MSG_TRUNC's discards); null without memory. Made at a thread's first such call: a
+// thread_local array would be static TLS, set up (and zeroed) in every thread of every
+// program under ferry.
+constexpr size_t kBounce = 64 * 1024;
+char* bounce() {
+  thread_local std::unique_ptr<char[]> buf;
+  if (!buf) buf.reset(new (std::nothrow) char[kBounce]);
+  return buf.get();
+}
+
 // What one look at the receive side decided.
 struct RxStep {
   enum Next { done, again, wait, kernel, cutover_wait } next;
@@ -226,13 +239,14 @@ namespace {
 // MSG_TRUNC on TCP: the bytes are taken (or, with MSG_PEEK, counted) but not copied;
 // the program's buffer may even be null. Up to 1 MiB per look; MSG_WAITALL looks again.
 long discard(int fd, Socket& s, size_t n, int flags) noexcept {
-  static thread_local char sink[64 * 1024];
+  char* sink = bounce();
+  if (!sink) return -ENOMEM;
   size_t done = 0;
   do {
     iovec v[16];
     int k = 0;
     for (size_t left = n - done; left > 0 && k < 16; ++k) {
-      v[k] = {sink, std::min(left, sizeof sink)};
+      v[k] = {sink, std::min(left, kBounce)};
       left -= v[k].iov_len;
     }
     long r = recv(fd, s, v, k, flags);
@@ -420,12 +434,6 @@ bool pipe_nonblocking(int pipe, unsigned flags) {
   return (flags & SPLICE_F_NONBLOCK) || (real.fcntl(pipe, F_GETFL, 0) & O_NONBLOCK);
 }
 
-char* bounce() {
-  thread_local char buf[64 * 1024];
-  return buf;
-}
-constexpr size_t kBounce = 64 * 1024;
-
 }  // namespace
 
 long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcept {
@@ -434,6 +442,7 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
   char* buf = bounce();
+  if (!buf) return -ENOMEM;
   Deadline deadline;
   for (;;) {
     const uint32_t seen = link.signal.load();
@@ -490,6 +499,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
   Link& link = *s.link;
   char* buf = bounce();
+  if (!buf) return -ENOMEM;
   Deadline deadline;
   for (;;) {
     int held = 0;
