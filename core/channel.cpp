@@ -1,5 +1,6 @@
 #include "core/channel.h"
 
+#include "core/downgrade.h"
 #include "core/log.h"
 #include "core/poller.h"
 #include "core/stats.h"
@@ -11,6 +12,8 @@ namespace ferry {
 namespace {
 
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+// On a send request's wr_id: its completion confirms a message (post_control_st).
+constexpr uint64_t kConfirmTag = uint64_t{1} << 62;
 constexpr uint32_t kSlot = wire::kControlSize;
 // A spinning waiter polls the CQ one look in this many (look_st).
 constexpr uint32_t kCqEvery = 8;
@@ -50,6 +53,10 @@ size_t iov_total(const iovec* iov, int iovcnt) {
   return t;
 }
 
+// An ack timeout of 4.096 us * 2^16 = 268 ms: with 7 retries, a queue pair whose path
+// died fails within about two seconds.
+constexpr uint8_t kAckTimeout = 16;
+
 // Moves qp to `state` with the attributes rdma_cm holds for id (port, P_Key, path,
 // PSNs, timeouts, access rights once the peer is known).
 constexpr char kNoAttributes[] = "rdma_init_qp_attr";
@@ -61,6 +68,13 @@ bool move_qp(rdma_cm_id* id, ibv_qp* qp, ibv_qp_state state, std::string& why) {
   if (rdma_init_qp_attr(id, &attr, &mask) != 0) {
     why = std::string(kNoAttributes) + "(" + std::to_string(state) + "): " + strerror(errno);
     return false;
+  }
+  if (state == IBV_QPS_RTS && (attr.timeout == 0 || attr.timeout > kAckTimeout)) {
+    // rdma_cm's ack timeout for RoCE is 0 (none) or long (2 s per try at 19, 17 s in
+    // all): a path that dies would keep the queue pair waiting that long, or forever,
+    // before it fails and the connection goes back to TCP (core/down.h).
+    attr.timeout = kAckTimeout;
+    mask |= IBV_QP_TIMEOUT;
   }
   if (int e = ibv_modify_qp(qp, &attr, mask)) {
     why = std::string("ibv_modify_qp(") + std::to_string(state) + "): " + strerror(e);
@@ -265,7 +279,7 @@ bool Channel::post_records_st(const ring::Record* r, int n) {
   return true;
 }
 
-bool Channel::post_control_st(const wire::Control& c) {
+bool Channel::post_control_st(const wire::Control& c, bool confirm) {
   if (failed() || !reserve_sq_st(1)) return false;
   uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
   ctl_next_ = (ctl_next_ + 1) % kSendDepth;
@@ -277,8 +291,9 @@ bool Channel::post_control_st(const wire::Control& c) {
   wr.opcode = IBV_WR_SEND;
   if (kSlot <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
   uint32_t flag = signal_flag_st(1);
+  if (confirm) flag = IBV_SEND_SIGNALED;
   wr.send_flags |= flag;
-  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
+  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) | (confirm ? kConfirmTag : 0) : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
@@ -289,7 +304,7 @@ bool Channel::post_control_st(const wire::Control& c) {
 }
 
 size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
-  if (!peer_known_ || failed()) return 0;
+  if (!peer_known_ || failed() || left_) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
   // Bytes queued before these go first (credits found while a write was being posted
@@ -322,7 +337,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
 
 // Moves queued bytes into the ring as far as it has room, then the fin that waited.
 void Channel::drain_st() {
-  while (!queue_.empty() && !failed()) {
+  while (!queue_.empty() && !failed() && !left_) {
     iovec v[16];
     const int n = queue_.gather(v, 16, max_record_ * 2);
     const size_t k = write_st(v, n, iov_total(v, n));
@@ -334,7 +349,7 @@ void Channel::drain_st() {
     }
     signal_->bump();
   }
-  if (queue_.empty() && fin_pending_ && !failed()) {
+  if (queue_.empty() && fin_pending_ && !failed() && !left_) {
     fin_pending_ = false;
     post_control_st(wire::Op::fin, tx_.written());
   }
@@ -373,6 +388,7 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
   writing_ = false;
   if (!posted) return 0;
   for (int i = 0; i < n; ++i) tx_.commit(r[i].size());
+  payload_written_ += total;
   return total;
 }
 
@@ -381,6 +397,7 @@ size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
   });
+  if (!peek) payload_read_ += got;
   if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_st();
   return got;
 }
@@ -476,7 +493,8 @@ bool Channel::progress_st() {
         repost_st(slot);
         changed = true;
       } else {
-        sq_outstanding_ -= static_cast<int>(w.wr_id);
+        if (w.wr_id & kConfirmTag) confirmed_ = true;
+        sq_outstanding_ -= static_cast<int>(w.wr_id & ~kConfirmTag);
         changed = true;  // send space may have opened up
       }
     }
@@ -582,6 +600,29 @@ bool Channel::flush_st() {
     return false;
   }
   return true;
+}
+
+}  // namespace ferry
+
+namespace ferry {
+
+int64_t Channel::take_unacked_st(std::vector<uint8_t>& out) {
+  left_ = true;
+  fin_pending_ = false;
+  const int64_t resent = downgrade::resend(tx_buf_.get(), tx_.capacity(), tx_.acked(), tx_.written(),
+                                           [&](const uint8_t* p, uint64_t n) { out.insert(out.end(), p, p + n); });
+  iovec v[16];
+  while (!queue_.empty()) {
+    const int n = queue_.gather(v, 16, ~size_t{0});
+    size_t k = 0;
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* p = static_cast<const uint8_t*>(v[i].iov_base);
+      out.insert(out.end(), p, p + v[i].iov_len);
+      k += v[i].iov_len;
+    }
+    queue_.pop(k);
+  }
+  return resent;
 }
 
 }  // namespace ferry

@@ -39,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace ferry {
 
@@ -159,7 +160,21 @@ class Channel {
   bool peer_left_unread_st() const { return tx_.in_flight() > 0 || !queue_.empty(); }
   uint64_t written_st() const { return tx_.written(); }
   bool post_control_st(wire::Op op, uint64_t value) { return post_control_st(wire::Control{op, value}); }
-  bool post_control_st(const wire::Control& c);
+  // `confirm`: the message's own completion is asked for, and once it comes
+  // confirmed_st() is true (the peer has it).
+  bool post_control_st(const wire::Control& c, bool confirm = false);
+  bool confirmed_st() const { return confirmed_; }
+
+  // What a downgrade needs (core/down.h). Payload bytes taken into the peer's ring and
+  // read out of ours since the connection was upgraded:
+  uint64_t payload_written_st() const { return payload_written_; }
+  uint64_t payload_read_st() const { return payload_read_; }
+  uint64_t ring_size() const { return rx_size_; }
+  // Appends to `out` the payload of every record the peer has not credited (read back
+  // from the staging area), then the send queue, which is emptied; no more bytes go
+  // into the ring after this. Returns how many of them were the ring's, or -1 when
+  // the staging area does not hold whole records there.
+  int64_t take_unacked_st(std::vector<uint8_t>& out);
 
   // Polls the CQ and applies what arrived. True when something changed.
   bool progress_st();
@@ -237,6 +252,9 @@ class Channel {
   SendQueue queue_;
   uint64_t queue_limit_ = 0;
   bool fin_pending_ = false;  // finish_st() waits for the queue to drain
+  bool confirmed_ = false;    // a confirm message's completion came
+  bool left_ = false;         // take_unacked_st() ran: the ring takes no more
+  uint64_t payload_written_ = 0, payload_read_ = 0;
   bool writing_ = false;      // inside write_st: the ring's next records are being planned
   bool armed_ = false;  // a completion will raise an event
   uint64_t polls_ = 0;  // progress_st calls, by anyone

@@ -95,6 +95,9 @@ class Resume {
     return left_ == 0 ? Step::done : Step::more;
   }
   bool header_read() const { return parsed_; }
+  // Bytes take() still wants before the program's: the rest of the header, else the
+  // rest of the overlap.
+  uint64_t needs() const { return have_ < kHeaderSize ? kHeaderSize - have_ : left_; }
   uint64_t still_to_drop() const { return left_; }  // known once the header is read
 
  private:

@@ -174,6 +174,18 @@ void EpollSet::reconcile(int epfd) {
       regs_.erase(regs_.begin() + static_cast<long>(i));
       continue;
     }
+    if (r.user && s->transport() == Transport::kernel) {
+      // Back on kernel TCP (a downgrade): the kernel's registration reports again, as
+      // the program asked, and the socket is one of the other descriptors.
+      --user_;
+      if (!r.disabled && fd_table().get(r.fd) == s) {
+        epoll_event k = r.ev;
+        real.epoll_ctl(epfd, EPOLL_CTL_MOD, r.fd, &k);
+      }
+      other_added();
+      regs_.erase(regs_.begin() + static_cast<long>(i));
+      continue;
+    }
     r.attach(s);
     if (!r.user && readiness::in_user_space(*s)) {
       r.user = true;

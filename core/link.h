@@ -3,14 +3,49 @@
 #pragma once
 
 #include "core/channel.h"
+#include "core/downgrade.h"
+#include "core/poller.h"
 #include "core/wait.h"
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 namespace ferry {
 
 class Socket;
+
+struct Link;
+
+// A connection going back to kernel TCP (core/down.h), under Link::down_mu.
+struct DownState final : poller::Watcher {
+  Link* link = nullptr;
+  // ferry's own duplicate of the TCP socket: the poller writes the backlog through it
+  // while the program is elsewhere, or after it closed its descriptor. -1 once closed.
+  std::atomic<int> fd{-1};
+  bool fd_closing = false;
+  enum class Tx : uint8_t {
+    waiting,  // the peer has not yet confirmed our cutover: try again at its completion
+    writing,  // the backlog (header, resent records, send queue) goes out first
+    done,     // new sends go straight to the kernel
+    broken,   // the connection cannot go on: sends fail as on a dead connection
+  } tx = Tx::waiting;
+  std::vector<uint8_t> backlog;
+  size_t at = 0;
+  bool fin = false;  // the program ended its sending side: shutdown(SHUT_WR) after the backlog
+  int tx_error = 0;
+  enum class Rx : uint8_t {
+    ring,    // bytes TCP carried before the peer's cutover, then the ring's, until it is empty
+    resume,  // the peer's header and the overlap already read, on TCP
+    plain,   // the kernel's bytes are the program's
+    ended,   // TCP ended before the header: `verdict` is every receive's answer
+  } rx = Rx::ring;
+  downgrade::Resume resume{0, 0};
+  long verdict = 0;
+
+  // The poller saw the TCP socket readable or writable: the backlog moves on.
+  void on_event_st(uint32_t events) override;
+};
 
 struct Link {
   enum class Phase : uint8_t {
@@ -47,6 +82,8 @@ struct Link {
   std::atomic<bool> rd_shut{false};
   // TCP arrivals the poller's watch saw (edge-triggered readiness counts them as new data).
   std::atomic<uint32_t> tcp_events{0};
+  // tcp_events as of the last look for the peer's bytes past its cutover (down.h).
+  std::atomic<uint32_t> tcp_checked{0};
 
   // Each side commits at the program's first data call on the connection: a connection
   // that never carries data costs no queue pair, and a connection handed to a forked
@@ -65,7 +102,18 @@ struct Link {
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 
+  // The connection leaves RDMA for TCP (core/down.h): set once, by whoever saw why.
+  std::atomic<bool> down{false};
+  // Set under the channel's lock when the send side left the ring: no cutover, no
+  // byte goes into the ring from then on.
+  std::atomic<bool> tx_left{false};
+  // Serializes the downgrade's steps; taken before the channel's lock, never held
+  // while sleeping.
+  Lock down_mu;
+  std::unique_ptr<DownState> down_state;  // made at the first step, under down_mu
+
   bool established() const { return phase.load(std::memory_order_acquire) == Phase::established; }
+  ~Link();
 };
 
 }  // namespace ferry

@@ -1,5 +1,6 @@
 #include "core/readiness.h"
 
+#include "core/down.h"
 #include "core/libc.h"
 #include "core/log.h"
 #include "core/own_fd.h"
@@ -34,12 +35,15 @@ State of(int fd, Link& link) noexcept {
     st.events = kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
     return st;
   }
+  if (link.down.load(std::memory_order_relaxed)) return down::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
   bool writable, fin, dead, tcp_pending, left_unread;
   {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
+    // A peer that left: its end of stream, if it sent one, is known before deciding.
+    if (link.peer_gone.load() && !ch.peer_fin()) ch.progress_st();
     readable = ch.readable_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();
@@ -51,6 +55,14 @@ State of(int fd, Link& link) noexcept {
     st.tx_events = ch.tx_events_st();
   }
   dead = dead || link.peer_gone.load();
+  if (dead && !fin) {
+    down::want(link, down::Why::failed);  // the stream goes on over TCP
+    return down::state(fd, link);
+  }
+  if (!tcp_pending && readable == 0 && !fin && down::peer_went_back(fd, link)) {
+    down::want(link, down::Why::peer);
+    return down::state(fd, link);
+  }
   const bool rd_shut = link.rd_shut.load() || fin;
   const bool wr_shut = link.fin_sent.load();
   uint32_t m = 0;

@@ -27,6 +27,10 @@ namespace ferry::stats {
   X(tcp_other_listener, "kept on TCP: accepted on a listener another process serves") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
+  X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \
+  X(downgrades_peer, "connections that went back to TCP: the peer went back first") \
+  X(downgrade_resets, "connections reset: the RDMA side failed where no stream could resume") \
+  X(bytes_resent, "bytes sent again over TCP after a downgrade (the peer had not confirmed them)") \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \
   X(poller_wakeups, "times the poller thread woke up")                           \
   X(cq_polls, "completion-queue polls that found completions")                  \

@@ -1,6 +1,7 @@
 #include "core/stream.h"
 
 #include "core/config.h"
+#include "core/down.h"
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/log.h"
@@ -99,21 +100,6 @@ long epipe(size_t done, int flags) {
   return -EPIPE;
 }
 
-// What the kernel's TCP socket says about a connection whose RDMA side broke without
-// the peer's end of stream (its process died). An orderly TCP end is EOF, unless the
-// peer left bytes of ours unread: then kernel TCP would have reset the connection.
-long tcp_verdict(int fd, Link& link, size_t done) {
-  char c;
-  long r = real.recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
-  if (r == 0) {
-    std::lock_guard<Lock> lock(link.channel->mu());
-    if (!link.channel->peer_left_unread_st()) return static_cast<long>(done);
-    return broken(done, ECONNRESET);
-  }
-  if (r < 0 && errno != EAGAIN) return broken(done, errno);
-  return broken(done, ECONNRESET);
-}
-
 // A zero-length receive returns 0 once there is something to read (or the stream
 // ended), and blocks until then, as the kernel's TCP does.
 long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
@@ -121,7 +107,7 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
   for (;;) {
     const uint32_t seen = link.signal.load();
     if (s.transport() == Transport::kernel) return api::sys(real.recv(fd, nullptr, 0, nonblock ? MSG_DONTWAIT : 0));
-    if (link.rd_shut) return 0;
+    if (link.rd_shut || link.down.load()) return 0;
     long r = stream::readable(fd, s);
     if (r != 0) return r < 0 ? r : 0;
     char c;
@@ -149,7 +135,7 @@ char* bounce() {
 
 // What one look at the receive side decided.
 struct RxStep {
-  enum Next { done, again, wait, kernel, cutover_wait } next;
+  enum Next { done, again, wait, kernel, cutover_wait, down } next;
   long result = 0;  // with done
 };
 
@@ -161,6 +147,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   const bool peek = flags & MSG_PEEK;
   if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
+  if (link.down.load(std::memory_order_relaxed)) return {RxStep::down};
   const bool est = link.established();
   bool cut_known = false, from_ring = false, fin = false, dead = false;
   uint64_t cut = 0;
@@ -192,12 +179,39 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       return {RxStep::again};
     }
     if (fin) return {RxStep::done, end_of_stream(got, "the peer finished")};
-    if (dead || link.peer_gone.load()) return {RxStep::done, tcp_verdict(fd, link, got)};
+    if (dead || link.peer_gone.load()) {
+      down::want(link, down::Why::failed);  // the stream goes on over TCP
+      return {RxStep::again};
+    }
+    if (down::peer_went_back(fd, link)) {
+      down::want(link, down::Why::peer);
+      return {RxStep::again};
+    }
     return {RxStep::wait};
   }
   // Bytes the peer sent on TCP before it switched.
   size_t want = total - got;
   if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
+  if (est && !cut_known && !peek) {
+    // The peer may have cut over, been confirmed and gone back to TCP since the look
+    // above: its header would follow its cutover point on TCP, and the cutover message
+    // is in the completion queue by the time the header is in the kernel (down.h). So
+    // peek, look at the queue again, and take no more than the cutover point allows.
+    Slice look(iov, iovcnt, got, want, total);
+    msghdr pm{};
+    pm.msg_iov = const_cast<iovec*>(look.v);
+    pm.msg_iovlen = static_cast<size_t>(look.n);
+    const long p = real.recvmsg(fd, &pm, MSG_PEEK | MSG_DONTWAIT);
+    if (p > 0) {
+      want = static_cast<size_t>(p);
+      std::lock_guard<Lock> lock(link.channel->mu());
+      link.channel->progress_st();
+      if (link.channel->peer_cutover_known()) {
+        want = std::min<uint64_t>(want, link.channel->peer_cutover() - link.tcp_received);
+        if (want == 0) return {RxStep::again};
+      }
+    }
+  }
   Slice part(iov, iovcnt, got, want, total);
   msghdr m{};
   m.msg_iov = const_cast<iovec*>(part.v);
@@ -230,6 +244,34 @@ RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
                size_t& got) {
   std::lock_guard<Lock> rx(s.rx_mu);
   return look_rx_locked(fd, s, link, iov, iovcnt, total, flags, waitall, got);
+}
+
+// A receive on a connection going back to TCP (core/down.h), past `got` bytes.
+long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
+               size_t got, Deadline& deadline) {
+  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    long r;
+    {
+      std::lock_guard<Lock> rx(s.rx_mu);
+      if (link.rd_shut) return static_cast<long>(got);
+      Slice rest(iov, iovcnt, got, total - got, total);
+      r = down::look_rx(fd, link, rest.v, rest.n, flags);
+    }
+    down::finish_if_done(link);
+    if (r == down::kNothing) {
+      if (got > 0 && !waitall) return static_cast<long>(got);
+      if (nonblock) return broken(got, EAGAIN);
+      int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
+      if (w < 0) return broken(got, -w);
+      continue;
+    }
+    if (r < 0) return broken(got, static_cast<int>(-r));
+    if (r == 0) return end_of_stream(got, "TCP ended after a downgrade");
+    got += static_cast<size_t>(r);
+    if (!waitall || got == total) return static_cast<long>(got);
+  }
 }
 
 }  // namespace
@@ -275,6 +317,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     const RxStep step = look_rx(fd, s, link, iov, iovcnt, total, flags, waitall, got);
     if (step.next == RxStep::done) return step.result;
     if (step.next == RxStep::again) continue;
+    if (step.next == RxStep::down) return recv_down(fd, s, link, iov, iovcnt, total, flags, nonblock, got, deadline);
     if (step.next == RxStep::kernel) {
       // The upgrade gave up: the rest is plain TCP, blocking as the program asked (the
       // kernel serializes its callers; ferry holds nothing across the call).
@@ -358,11 +401,44 @@ uint64_t queue_limit(const Socket& s, const Channel& ch) {
 bool cut_over(Socket& s, Link& link) noexcept {
   if (link.tx_cut) return true;
   std::lock_guard<Lock> lock(link.channel->mu());
-  if (!link.channel->post_control_st(wire::Op::cutover, link.tcp_sent)) return false;
+  if (link.tx_left.load()) return false;  // going back to TCP: the ring takes nothing
+  // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
+  // ring's bytes begin (core/down.h).
+  if (!link.channel->post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return false;
   link.tx_cut = true;
   link.channel->set_queue_limit_st(queue_limit(s, *link.channel));
   return true;
 }
+
+namespace {
+
+// A send on a connection going back to TCP (core/down.h), past `sent` bytes: after
+// the backlog, straight to the kernel.
+long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
+               size_t sent, Deadline& deadline) {
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    int err = 0;
+    const down::Send how = down::look_tx(fd, link, err);
+    down::finish_if_done(link);
+    if (how == down::Send::dead) return err == 0 || err == EPIPE ? send_on_dead(fd, sent, flags) : broken(sent, err);
+    if (how == down::Send::direct) {
+      Slice rest(iov, iovcnt, sent, total - sent, total);
+      msghdr m{};
+      m.msg_iov = const_cast<iovec*>(rest.v);
+      m.msg_iovlen = static_cast<size_t>(rest.n);
+      long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
+      if (r < 0) return broken(sent, static_cast<int>(-r));
+      stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+      return static_cast<long>(sent) + r;
+    }
+    if (nonblock) return broken(sent, EAGAIN);
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+    if (w < 0) return broken(sent, -w);
+  }
+}
+
+}  // namespace
 
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
@@ -372,9 +448,11 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   size_t sent = 0;
   Deadline deadline;
   for (;;) {
+    if (link.down.load(std::memory_order_relaxed) && !link.inherited)
+      return send_down(fd, s, link, iov, iovcnt, total, flags, nonblock, sent, deadline);
     const uint32_t seen = link.signal.load();
     size_t k = 0;
-    bool dead = false;
+    bool dead = false, read_past = false;
     {
       std::unique_lock<Lock> tx(s.tx_mu);
       if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
@@ -389,16 +467,28 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       }
       if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);
       if (link.orphaned || link.fin_sent) return epipe(sent, flags);
-      if (!cut_over(s, link)) return epipe(sent, flags);
+      if (link.tx_left.load()) continue;  // going back to TCP
+      if (!cut_over(s, link)) {
+        down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
+        continue;
+      }
       if (total == 0) return 0;
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (!ch.fits_st(total - sent)) ch.progress_st();
-      dead = ch.failed() || link.peer_gone.load();
+      dead = ch.failed() || link.peer_gone.load() || link.tx_left.load();
+      read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
       Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
     }
-    if (dead) return send_on_dead(fd, sent, flags);
+    if (dead) {
+      down::want(link, down::Why::failed);  // the stream goes on over TCP
+      continue;
+    }
+    if (k == 0 && read_past && down::peer_went_back(fd, link)) {
+      down::want(link, down::Why::peer);
+      continue;
+    }
     sent += k;
     stats::add(stats::g.bytes_rdma_sent, k);
     if (sent == total) return static_cast<long>(sent);
@@ -477,6 +567,19 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
     }
     if (step.next == RxStep::done) return step.result;  // end of stream, or an error
     if (step.next == RxStep::again) continue;
+    if (step.next == RxStep::down) {
+      // Peek, hand to the pipe, take what it took (a reader of the same socket meanwhile
+      // would be racing the kernel's splice too).
+      iovec v{buf, n};
+      const bool nb = s.nonblocking.load();
+      long r = recv_down(fd, s, link, &v, 1, n, MSG_PEEK, nb, 0, deadline);
+      if (r <= 0) return r;
+      long w = api::sys(real.write(pipe, buf, static_cast<size_t>(r)));
+      if (w <= 0) return w;
+      v.iov_len = static_cast<size_t>(w);
+      recv_down(fd, s, link, &v, 1, v.iov_len, MSG_WAITALL, nb, 0, deadline);
+      return w;
+    }
     if (step.next == RxStep::kernel) {
       long r = api::sys(real.splice(fd, nullptr, pipe, nullptr, len, flags));
       if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
@@ -514,6 +617,20 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     }
     const uint32_t seen = link.signal.load();
     bool dead = false;
+    if (link.down.load()) {
+      int err = 0;
+      const down::Send how = down::look_tx(fd, link, err);
+      if (how == down::Send::dead) return send_on_dead(fd, 0, 0);
+      if (how == down::Send::direct) {
+        long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
+        if (r > 0) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+        return r;
+      }
+      if (s.nonblocking.load()) return -EAGAIN;
+      int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+      if (w < 0) return w;
+      continue;
+    }
     {
       std::unique_lock<Lock> tx(s.tx_mu);
       if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
@@ -522,11 +639,15 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         tx.unlock();
         return tcp_send_done(s, link, api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags)));
       }
-      if (link.orphaned || link.fin_sent || !cut_over(s, link)) return epipe(0, 0);
+      if (link.orphaned || link.fin_sent) return epipe(0, 0);
+      if (!cut_over(s, link)) {
+        down::want(link, down::Why::failed);
+        continue;
+      }
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (ch.room_st() == 0) ch.progress_st();
-      dead = ch.failed() || link.peer_gone.load();
+      dead = ch.failed() || link.peer_gone.load() || link.tx_left.load();
       const size_t room = dead ? 0 : ch.room_st();
       if (room > 0) {
         // Only what the connection takes now leaves the pipe.
@@ -539,7 +660,10 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         return static_cast<long>(k);
       }
     }
-    if (dead) return send_on_dead(fd, 0, 0);
+    if (dead) {
+      down::want(link, down::Why::failed);
+      continue;
+    }
     if (s.nonblocking.load()) return -EAGAIN;
     int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
     if (w < 0) return w;
@@ -557,6 +681,12 @@ long shutdown(int fd, Socket& s, int how) noexcept {
   if (how != SHUT_WR) {
     std::lock_guard<Lock> rx(s.rx_mu);
     link.rd_shut = true;
+  }
+  if (how != SHUT_RD && link.down.load()) {
+    link.fin_sent = true;
+    long r = down::shutdown_write(fd, link);
+    link.signal.bump();
+    return r;
   }
   if (how != SHUT_RD) {
     std::unique_lock<Lock> tx(s.tx_mu);
@@ -608,10 +738,12 @@ long kernel_plus_channel(int fd, Socket& s, unsigned long request, Count count) 
 }  // namespace
 
 long unsent(int fd, Socket& s) noexcept {
+  if (s.link && s.link->down.load()) return down::unsent(fd, *s.link);
   return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_st(); });
 }
 
 long readable(int fd, Socket& s) noexcept {
+  if (s.link && s.link->down.load()) return down::readable(fd, *s.link);
   return kernel_plus_channel(fd, s, FIONREAD, [](Channel& ch) {
     ch.progress_st();
     return ch.readable_st();

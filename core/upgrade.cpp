@@ -1,6 +1,7 @@
 #include "core/upgrade.h"
 
 #include "core/config.h"
+#include "core/down.h"
 #include "core/forking.h"
 #include "core/fdtable.h"
 #include "core/libc.h"
@@ -316,7 +317,10 @@ rdma_conn_param conn_param(const Channel& ch, const void* data, uint8_t len) {
   p.qp_num = ch.qp_num();
   p.private_data = data;
   p.private_data_len = len;
-  p.retry_count = 7;
+  // 6, not 7: rxe takes 7 as "retry forever", and a queue pair whose path died must
+  // fail (about 2 s with the ack timeout of core/channel.cpp) for the connection to
+  // go back to TCP.
+  p.retry_count = 6;
   p.rnr_retry_count = 7;  // unlimited: a receiver short of receive requests only delays
   return p;
 }
@@ -596,7 +600,15 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   auto it = st().conns.find(link.get());
   if (it == st().conns.end()) return;
   Conn* c = it->second.get();
-  if (link->channel) {
+  if (link->channel && link->down.load()) {
+    // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
+    if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {
+      poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
+      return;
+    }
+    down::close_dup(*link);
+    rdma_disconnect(link->channel->id());
+  } else if (link->channel) {
     const auto now = Clock::now();
     bool drained;
     {
@@ -716,7 +728,10 @@ void after_fork_child() noexcept {
 }
 
 void closing(int fd, Socket& s) noexcept {
-  if (s.link && s.link->fd == fd) unwatch(*s.link);
+  if (!s.link) return;
+  if (s.link->fd == fd) unwatch(*s.link);
+  // Going back to TCP: the backlog must outlive the program's descriptors.
+  if (s.link->down.load() && !s.link->inherited && s.transport() == Transport::rdma) down::prepare(fd, *s.link);
 }
 
 void release(Socket& s) noexcept {
@@ -737,7 +752,9 @@ void release(Socket& s) noexcept {
   }
   std::shared_ptr<Link> link = s.link;
   if (!link || link->inherited) return;  // a forked child's copy: the parent's business
-  if (link->established()) {
+  if (link->down.load()) {
+    down::released(*link);
+  } else if (link->established()) {
     std::lock_guard<Lock> tx(s.tx_mu);
     stream::end_send_side(s, *link, s.linger_s.load() == 0);
     std::lock_guard<Lock> lock(link->channel->mu());

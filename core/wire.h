@@ -10,7 +10,8 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 3;  // 2: records found in memory (core/records.h); 3: whole records
+constexpr uint8_t kVersion = 4;  // 2: records found in memory (core/records.h); 3: whole records;
+                                  // 4: failover to TCP (core/down.h)
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {

@@ -47,15 +47,19 @@ TEST(Downgrade, ResumeTakesAHeaderInPiecesThenDropsTheOverlap) {
   for (int i = 0; i < 10; ++i) stream[kHeaderSize + i] = static_cast<uint8_t>('a' + i);
   Resume r(104, kCap);  // consumed 4 of the resent bytes already
   size_t used = 0;
+  EXPECT_EQ(r.needs(), kHeaderSize);
   EXPECT_EQ(r.take(stream, 5, used), Resume::Step::more);
   EXPECT_EQ(used, 5u);
   EXPECT_FALSE(r.header_read());
+  EXPECT_EQ(r.needs(), kHeaderSize - 5);  // a read of this many takes nothing of the program's
   EXPECT_EQ(r.take(stream + 5, kHeaderSize - 5 + 2, used), Resume::Step::more);  // header, 2 of 4 dropped
   EXPECT_EQ(used, kHeaderSize - 5 + 2);
   EXPECT_TRUE(r.header_read());
   EXPECT_EQ(r.still_to_drop(), 2u);
+  EXPECT_EQ(r.needs(), 2u);
   EXPECT_EQ(r.take(stream + kHeaderSize + 2, 8, used), Resume::Step::done);
   EXPECT_EQ(used, 2u);  // 'e' onwards is the program's
+  EXPECT_EQ(r.needs(), 0u);
   EXPECT_EQ(stream[kHeaderSize + 2 + used], 'e');
 
   Resume broken(50, kCap);

@@ -2,7 +2,8 @@
 # Inside the two-host test bed (integration/testbed --hosts 2), on both guests: one
 # connection from host 2 to host 1 carries 16 MiB each way (stream_check.py, sha256
 # checked on both ends), on kernel TCP and under ferry at both ends, first on a clean
-# wire, then with netem loss and delay on both guests' eth0. Host 1 serves, host 2
+# wire, then with RoCE's packets dropped mid-transfer (failover to TCP), then with
+# netem loss and delay on both guests' eth0. Host 1 serves, host 2
 # connects; they meet in $TESTBED_SHARED, where each leaves its side's figures. Each
 # host checks its own side; host 2 then prints the table of both.
 #   cross-host.sh BUILD_DIR
@@ -65,6 +66,32 @@ launch() {
   drops_before=$(drops) started=$SECONDS
   timeout 300 env STREAM_SETTLE=$settle "${pre[@]}" $check "$@" > "$out/$name.$role.out" 2>&1 &
   side_pid=$!
+  [ "$mode" != cut ] || cut_when_sent $((2 << 20))
+}
+
+# roce_drop / roce_pass: RoCE v2's packets (UDP port 4791) dropped on this guest's side
+# of the wire, TCP left alone; and undone.
+roce_drop() {
+  tc qdisc add dev eth0 root handle 1: prio &&
+    tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
+      action drop
+}
+roce_pass() { tc qdisc del dev eth0 root 2>/dev/null || true; }
+
+# cut_when_sent BYTES: in the background, drops RoCE on this side once this side's
+# stream_check has sent BYTES over RDMA (its live counters).
+cut_when_sent() {
+  (
+    local pid sent=0
+    for _ in $(seq 600); do
+      pid=$(pgrep -f "^/usr/bin/python3 .*stream_check.py $role " | head -1 || true)
+      [ -z "$pid" ] || sent=$("$build/ferry" stat "$pid" 2>/dev/null | awk '$1 == "bytes_rdma_sent" {print $2}' || true)
+      [ "${sent:-0}" -ge "$1" ] && break
+      sleep 0.2
+    done
+    roce_drop && say "[$name] host $host: RoCE dropped after ${sent:-0} bytes over RDMA"
+  ) &
+  cutter=$!
 }
 
 # conclude MODE: waits for this side's stream_check, checks this side, and leaves its
@@ -74,7 +101,19 @@ conclude() {
   wait $side_pid || status=$?
   [ "$status" -eq 0 ] || fail "stream_check $role exited $status: $(tail -3 "$out/$name.$role.out")"
   tcp=$(kernel_sent)
-  if [ "$mode" = ferry ]; then
+  if [ "$mode" = cut ]; then
+    # The path died under the transfer: the connection went back to TCP and finished there.
+    wait $cutter || true
+    roce_pass
+    upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
+    [ "$upgraded" -eq 1 ] || fail "$role: $upgraded connections upgraded, expected 1"
+    [ $(($(counter downgrades_failover) + $(counter downgrades_peer))) -eq 1 ] ||
+      fail "$role: $(counter downgrades_failover) + $(counter downgrades_peer) downgrades, expected 1"
+    [ "$before" -gt 0 ] && [ "${tcp:-0}" -ge "$before" ] ||
+      fail "$role: kernel TCP carried ${tcp:-no} bytes, ferry counted $before"
+    say "[$name] $role: $rdma bytes over RDMA, $before on TCP ($(counter bytes_resent) resent)," \
+      "$(counter downgrades_failover) + $(counter downgrades_peer) downgrades"
+  elif [ "$mode" = ferry ]; then
     upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
     [ "$upgraded" -eq 1 ] || fail "$role: $upgraded connections upgraded, expected 1"
     [ "$rdma" -gt $((size / 2)) ] || fail "$role: only $rdma of $size bytes sent over RDMA"
@@ -110,7 +149,10 @@ connect() {
     fail "host 1 never listened"
     return
   fi
-  launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" 1 "$size"
+  # A failover run sends more, so that the cut surely falls inside the transfer.
+  local n=$size
+  [ "$1" != cut ] || n=$((4 * size))
+  launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" 1 "$n"
   conclude "$1"
   wait_for 120 "$shared/$name.server" || fail "host 1 never reported its side"
 }
@@ -134,6 +176,7 @@ table() {
     [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-12s (no figures)\n' "$name"; continue; }
     h1=$(fact server status) h2=$(fact client status) wire=clean
     [ "${name#*-}" = clean ] || wire=$loss
+    [ "${name#*-}" != cut ] || wire="RoCE cut mid-way"
     # shellcheck disable=SC2059 # the format is the table's
     printf "$format" "$name" "$wire" "$([ "$h1$h2" = 00 ] && echo yes || echo NO)" \
       "$(fact server upgraded)/$(fact client upgraded)" "$(fact server tcp)/$(fact server rdma)" \
@@ -143,6 +186,9 @@ table() {
 
 scenario tcp-clean plain
 scenario ferry-clean ferry
+# Failover: RoCE's packets dropped on both guests mid-transfer, TCP untouched. The
+# queue pairs fail once their retries run out; the connection goes back to TCP.
+scenario ferry-cut cut
 
 # Both guests impair their own sending side, so that loss and delay hit both directions.
 tc qdisc add dev eth0 root netem $loss

@@ -1,0 +1,465 @@
+#include "core/down.h"
+
+#include "core/fdtable.h"
+#include "core/libc.h"
+#include "core/log.h"
+#include "core/own_fd.h"
+#include "core/stats.h"
+
+#include <linux/sockios.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace ferry {
+
+Link::~Link() { down::close_dup(*this); }
+
+void DownState::on_event_st(uint32_t) {
+  link->tcp_events.fetch_add(1, std::memory_order_relaxed);
+  link->signal.bump();
+  // The backlog moves on here too: the program may be busy elsewhere, or gone.
+  std::unique_lock<Lock> lock(link->down_mu, std::try_to_lock);
+  if (!lock.owns_lock() || tx != Tx::writing) return;
+  int err = 0;
+  lock.unlock();
+  down::look_tx(-1, *link, err);
+}
+
+namespace down {
+namespace {
+
+constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM;
+constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
+constexpr uint32_t kWatch = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+
+// Resets the TCP connection: what the peer (and the program) get when the stream
+// cannot go on intact. A connect() to AF_UNSPEC aborts a TCP socket with a reset.
+void reset(int fd) {
+  sockaddr sa{};
+  sa.sa_family = AF_UNSPEC;
+  real.connect(fd, &sa, sizeof sa);
+}
+
+// Whether the peer's TCP side has ended or failed, with nothing more to read: its
+// process is gone (a live peer going back to TCP writes its header first).
+bool tcp_over(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (real.poll(&p, 1, 0) != 1) return false;
+  if (p.revents & (POLLHUP | POLLERR)) return true;
+  int n = 0;
+  return (p.revents & POLLRDHUP) && real.ioctl(fd, FIONREAD, &n) == 0 && n == 0;
+}
+
+// Makes link.down_state, with ferry's own duplicate of fd, if it is not there yet.
+// No lock held: registering a descriptor of ferry's may wait for a move of another.
+void ensure(int fd, Link& link) {
+  {
+    std::lock_guard<Lock> lock(link.down_mu);
+    if (link.down_state) return;
+  }
+  auto st = std::make_unique<DownState>();
+  st->link = &link;
+  DownState* raw = st.get();
+  // Only a descriptor that is this connection's now (a readiness look may hold a
+  // number the program has since closed and reused).
+  SocketRef s = fd >= 0 ? fd_table().get(fd) : nullptr;
+  if (s && s->link.get() == &link) {
+    int d = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d >= 0) {
+      d = own::adopt(d, [raw, &link](int from, int to) {
+        std::lock_guard<Lock> lock(link.down_mu);
+        poller::unwatch(from);
+        raw->fd.store(to);
+        poller::watch(to, kWatch, raw);
+      });
+      raw->fd.store(d);
+    }
+  }
+  bool lost = false;
+  {
+    std::lock_guard<Lock> lock(link.down_mu);
+    if (link.down_state) {
+      lost = true;
+    } else {
+      if (raw->fd.load() >= 0) poller::watch(raw->fd.load(), kWatch, raw);
+      link.down_state = std::move(st);
+    }
+  }
+  if (lost && raw->fd.load() >= 0) real.close(own::release(raw->fd));
+}
+
+// Builds the send side's backlog once the peer has confirmed our cutover. Needs
+// down_mu.
+void build_tx_locked(Link& link, DownState& st) {
+  if (st.tx != DownState::Tx::waiting) return;
+  Channel& ch = *link.channel;
+  std::lock_guard<Lock> lock(ch.mu());
+  ch.progress_st();  // credits and confirmations that came meanwhile
+  const int fd = st.fd.load();
+  if (!link.tx_cut) {
+    // Nothing of ours went into the ring: TCP simply goes on.
+    link.tx_left.store(true);
+    st.tx = DownState::Tx::done;
+    return;
+  }
+  if (!ch.confirmed_st()) {
+    if (!ch.failed()) return;  // its completion will come
+    // The peer may or may not know where our ring bytes begin: no stream it could
+    // read is sure to be right, so the connection resets rather than guess.
+    link.tx_left.store(true);
+    ch.take_unacked_st(st.backlog);
+    st.backlog.clear();
+    stats::add(stats::g.downgrade_resets, 1);
+    FERRY_LOG(info, "down", "the RDMA side failed before the peer confirmed the cutover: reset");
+    if (fd >= 0) reset(fd);
+    st.tx = DownState::Tx::broken;
+    st.tx_error = ECONNRESET;
+    st.rx = DownState::Rx::ended;
+    st.verdict = -ECONNRESET;
+    return;
+  }
+  if (fd < 0 || tcp_over(fd)) {
+    // The peer's process is gone: there is nobody to resend to.
+    link.tx_left.store(true);
+    ch.take_unacked_st(st.backlog);
+    st.backlog.clear();
+    st.tx = DownState::Tx::broken;
+    return;
+  }
+  st.backlog.resize(downgrade::kHeaderSize);
+  const int64_t resent = ch.take_unacked_st(st.backlog);
+  link.tx_left.store(true);
+  if (resent < 0) {
+    stats::add(stats::g.downgrade_resets, 1);
+    FERRY_LOG(info, "down", "the staging area does not hold the unconfirmed records: reset");
+    reset(fd);
+    st.backlog.clear();
+    st.tx = DownState::Tx::broken;
+    st.tx_error = ECONNRESET;
+    return;
+  }
+  const uint64_t offset = link.tcp_sent + ch.payload_written_st() - static_cast<uint64_t>(resent);
+  downgrade::encode(downgrade::Header{offset}, st.backlog.data());
+  stats::add(stats::g.bytes_resent, st.backlog.size() - downgrade::kHeaderSize);
+  st.at = 0;
+  st.fin = link.fin_sent.load();
+  st.tx = DownState::Tx::writing;
+}
+
+// Writes what the kernel takes of the backlog, through ferry's duplicate. Needs down_mu.
+void pump_locked(Link& link, DownState& st) {
+  if (st.tx != DownState::Tx::writing || st.fd_closing) return;
+  const int fd = st.fd.load();
+  while (st.at < st.backlog.size()) {
+    const ssize_t r = real.send(fd, st.backlog.data() + st.at, st.backlog.size() - st.at, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      st.at += static_cast<size_t>(r);
+      stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return;
+    st.tx = DownState::Tx::broken;
+    st.tx_error = r < 0 ? errno : EPIPE;
+    std::vector<uint8_t>().swap(st.backlog);
+    link.signal.bump();
+    return;
+  }
+  std::vector<uint8_t>().swap(st.backlog);
+  st.tx = DownState::Tx::done;
+  if (st.fin) real.shutdown(fd, SHUT_WR);
+  link.signal.bump();
+}
+
+// The end of TCP before the peer's header: its process is gone. As kernel TCP would
+// have it, an orderly end unless the peer left bytes of ours unread (a reset).
+long verdict(Link& link) {
+  std::lock_guard<Lock> lock(link.channel->mu());
+  return link.channel->peer_left_unread_st() ? -ECONNRESET : 0;
+}
+
+// Moves the receive side on without taking the program's bytes: from the ring to the
+// header once the ring is empty, and through the header and the overlap. Needs
+// down_mu (and the socket's rx_mu, or the knowledge that no receive runs: a try).
+void advance_rx_locked(int fd, Link& link, DownState& st) {
+  if (st.rx == DownState::Rx::ring) {
+    Channel& ch = *link.channel;
+    std::lock_guard<Lock> lock(ch.mu());
+    ch.progress_st();
+    if (!ch.peer_cutover_known()) {
+      st.rx = DownState::Rx::plain;  // the peer never left TCP: no header comes
+    } else if (link.tcp_received.load() >= ch.peer_cutover() && ch.readable_st() == 0 && !ch.scan_st() &&
+               !ch.peer_fin()) {
+      st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_st(), ch.ring_size());
+      st.rx = DownState::Rx::resume;
+    }
+  }
+  while (st.rx == DownState::Rx::resume) {
+    uint8_t buf[4096];
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(st.resume.needs(), sizeof buf));
+    const ssize_t r = real.recv(fd, buf, want, MSG_DONTWAIT);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return;
+    if (r <= 0) {
+      st.rx = DownState::Rx::ended;
+      st.verdict = r < 0 ? -errno : (st.resume.header_read() ? -ECONNRESET : verdict(link));
+      return;
+    }
+    stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+    size_t used = 0;
+    switch (st.resume.take(buf, static_cast<size_t>(r), used)) {
+      case downgrade::Resume::Step::more: break;
+      case downgrade::Resume::Step::done: st.rx = DownState::Rx::plain; break;
+      case downgrade::Resume::Step::broken:
+        stats::add(stats::g.downgrade_resets, 1);
+        FERRY_LOG(info, "down", "the peer's stream does not resume where ours stopped: reset");
+        reset(fd);
+        st.rx = DownState::Rx::ended;
+        st.verdict = -ECONNRESET;
+        break;
+    }
+  }
+}
+
+bool done_locked(const DownState& st) {
+  return st.tx == DownState::Tx::done && st.rx == DownState::Rx::plain;
+}
+
+}  // namespace
+
+void want(Link& link, Why why) noexcept {
+  if (link.down.exchange(true)) return;
+  stats::add(why == Why::peer ? stats::g.downgrades_peer : stats::g.downgrades_failover, 1);
+  FERRY_LOG(info, "down", "connection goes back to TCP: %s",
+            why == Why::peer ? "the peer went back" : "its RDMA side failed");
+  link.signal.bump();
+}
+
+bool peer_went_back(int fd, Link& link) noexcept {
+  const uint32_t ev = link.tcp_events.load(std::memory_order_relaxed);
+  if (ev == link.tcp_checked.load(std::memory_order_relaxed)) return false;
+  link.tcp_checked.store(ev, std::memory_order_relaxed);
+  int n = 0;
+  return real.ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexcept {
+  ensure(fd, link);
+  std::lock_guard<Lock> lock(link.down_mu);
+  DownState& st = *link.down_state;
+  build_tx_locked(link, st);
+  pump_locked(link, st);
+  const bool peek = flags & MSG_PEEK;
+  size_t total = 0;
+  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
+  if (st.rx == DownState::Rx::ring) {
+    Channel& ch = *link.channel;
+    size_t n = 0;
+    bool from_tcp = false;
+    uint64_t left = 0;
+    {
+      std::lock_guard<Lock> chl(ch.mu());
+      ch.progress_st();
+      if (ch.peer_cutover_known()) {
+        const uint64_t got = link.tcp_received.load();
+        if (got < ch.peer_cutover()) {
+          from_tcp = true;
+          left = ch.peer_cutover() - got;
+        } else {
+          n = ch.recv_st(iov, iovcnt, peek);
+          if (n == 0 && ch.peer_fin()) return 0;  // every byte came through the ring
+        }
+      }
+    }
+    if (n > 0) {
+      if (!peek) stats::add(stats::g.bytes_rdma_received, n);
+      return static_cast<long>(n);
+    }
+    if (from_tcp) {
+      // Bytes the peer sent on TCP before its cutover.
+      iovec part[64];
+      int k = 0;
+      for (int i = 0; i < iovcnt && k < 64 && left > 0; ++i) {
+        const size_t take = static_cast<size_t>(std::min<uint64_t>(iov[i].iov_len, left));
+        if (take == 0) continue;
+        part[k++] = {iov[i].iov_base, take};
+        left -= take;
+      }
+      msghdr m{};
+      m.msg_iov = part;
+      m.msg_iovlen = static_cast<size_t>(k);
+      const long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+      if (r > 0) {
+        if (!peek) {
+          link.tcp_received += static_cast<uint64_t>(r);
+          stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+        }
+        return r;
+      }
+      if (r == 0) return -ECONNRESET;  // TCP ended short of the cutover point
+      return errno == EAGAIN ? kNothing : -errno;
+    }
+  }
+  advance_rx_locked(fd, link, st);
+  switch (st.rx) {
+    case DownState::Rx::ring:
+    case DownState::Rx::resume: return kNothing;
+    case DownState::Rx::ended: {
+      // A reset is reported once, then the end of the stream, as the kernel does.
+      const long v = st.verdict;
+      if (!peek) st.verdict = 0;
+      return v;
+    }
+    case DownState::Rx::plain: break;
+  }
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  const long r = real.recvmsg(fd, &m, flags | MSG_DONTWAIT);
+  if (r > 0 && !peek) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+  if (r >= 0) return r;
+  return errno == EAGAIN ? kNothing : -errno;
+}
+
+Send look_tx(int fd, Link& link, int& err) noexcept {
+  if (fd >= 0) ensure(fd, link);
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (!link.down_state) return Send::wait;
+  DownState& st = *link.down_state;
+  build_tx_locked(link, st);
+  pump_locked(link, st);
+  switch (st.tx) {
+    case DownState::Tx::waiting:
+    case DownState::Tx::writing: return Send::wait;
+    case DownState::Tx::done: return Send::direct;
+    case DownState::Tx::broken: err = st.tx_error; return Send::dead;
+  }
+  return Send::dead;
+}
+
+long shutdown_write(int fd, Link& link) noexcept {
+  ensure(fd, link);
+  std::lock_guard<Lock> lock(link.down_mu);
+  DownState& st = *link.down_state;
+  build_tx_locked(link, st);
+  if (st.tx == DownState::Tx::done) return real.shutdown(fd, SHUT_WR) == 0 ? 0 : -errno;
+  st.fin = true;  // after the backlog (or never, for a connection that cannot go on)
+  pump_locked(link, st);
+  return 0;
+}
+
+readiness::State state(int fd, Link& link) noexcept {
+  ensure(fd, link);
+  readiness::State out;
+  out.rx_events = out.tx_events = link.tcp_events.load(std::memory_order_relaxed);
+  std::lock_guard<Lock> lock(link.down_mu);
+  DownState& st = *link.down_state;
+  build_tx_locked(link, st);
+  pump_locked(link, st);
+  advance_rx_locked(fd, link, st);
+  pollfd p{fd, POLLIN | POLLOUT | POLLRDHUP, 0};
+  const uint32_t k = real.poll(&p, 1, 0) == 1 ? static_cast<uint32_t>(p.revents) : 0;
+  uint32_t m = 0;
+  switch (st.rx) {
+    case DownState::Rx::ring: {
+      Channel& ch = *link.channel;
+      std::lock_guard<Lock> chl(ch.mu());
+      if (ch.readable_st() > 0 || ch.peer_fin()) m |= kIn;
+      int n = 0;
+      if (link.tcp_received.load() < ch.peer_cutover() && real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) m |= kIn;
+      if (ch.peer_fin()) m |= EPOLLRDHUP;
+      break;
+    }
+    case DownState::Rx::resume: break;
+    case DownState::Rx::plain: m |= k & (kIn | EPOLLRDHUP | EPOLLHUP | EPOLLERR); break;
+    case DownState::Rx::ended:
+      m |= kIn | EPOLLRDHUP;
+      if (st.verdict < 0) m |= EPOLLHUP | EPOLLERR;
+      break;
+  }
+  // The peer's end or reset, as the kernel reports it (a peer whose process died).
+  m |= k & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+  if (link.rd_shut.load()) m |= kIn | EPOLLRDHUP;
+  switch (st.tx) {
+    case DownState::Tx::waiting:
+    case DownState::Tx::writing: break;
+    case DownState::Tx::done: m |= k & (kOut | EPOLLHUP | EPOLLERR); break;
+    case DownState::Tx::broken: m |= kOut; break;
+  }
+  out.events = m;
+  return out;
+}
+
+long readable(int fd, Link& link) noexcept {
+  ensure(fd, link);
+  std::lock_guard<Lock> lock(link.down_mu);
+  DownState& st = *link.down_state;
+  advance_rx_locked(fd, link, st);
+  int n = 0;
+  if (st.rx == DownState::Rx::resume || st.rx == DownState::Rx::ended) return 0;
+  if (real.ioctl(fd, FIONREAD, &n) != 0) return -errno;
+  if (st.rx == DownState::Rx::plain) return n;
+  Channel& ch = *link.channel;
+  std::lock_guard<Lock> chl(ch.mu());
+  if (!ch.peer_cutover_known()) return n;
+  const uint64_t pre = ch.peer_cutover() - std::min<uint64_t>(link.tcp_received.load(), ch.peer_cutover());
+  return static_cast<long>(std::min<uint64_t>(pre, static_cast<uint64_t>(n)) + ch.readable_st());
+}
+
+long unsent(int fd, Link& link) noexcept {
+  int n = 0;
+  if (real.ioctl(fd, SIOCOUTQ, &n) != 0) return -errno;
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (!link.down_state) return n;
+  const DownState& st = *link.down_state;
+  return n + static_cast<long>(st.backlog.size() - st.at);
+}
+
+void finish_if_done(Link& link) noexcept {
+  {
+    std::lock_guard<Lock> lock(link.down_mu);
+    if (!link.down_state || !done_locked(*link.down_state)) return;
+  }
+  SocketRef s = link.socket.lock();
+  if (s && s->transition(Transport::rdma, Transport::kernel))
+    FERRY_LOG(debug, "down", "connection is on kernel TCP again");
+  close_dup(link);
+  link.signal.bump();
+}
+
+void prepare(int fd, Link& link) noexcept { ensure(fd, link); }
+
+void released(Link& link) noexcept {
+  link.fin_sent.store(true);
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (link.down_state) link.down_state->fin = true;
+}
+
+bool flushed(Link& link) noexcept {
+  int err = 0;
+  if (look_tx(-1, link, err) != Send::wait) return true;
+  std::lock_guard<Lock> lock(link.down_mu);
+  // Without ferry's duplicate nothing more can be written.
+  return !link.down_state || link.down_state->fd.load() < 0;
+}
+
+void close_dup(Link& link) noexcept {
+  DownState* st = nullptr;
+  {
+    std::lock_guard<Lock> lock(link.down_mu);
+    if (!link.down_state || link.down_state->fd_closing || link.down_state->fd.load() < 0) return;
+    st = link.down_state.get();
+    st->fd_closing = true;
+    poller::unwatch(st->fd.load());
+  }
+  const int fd = own::release(st->fd);
+  real.close(fd);
+  std::lock_guard<Lock> lock(link.down_mu);
+  st->fd.store(-1);
+}
+
+}  // namespace down
+}  // namespace ferry

@@ -1,0 +1,77 @@
+// An upgraded connection going back to kernel TCP while it runs (failover): when its
+// RDMA side fails (a queue pair in error, the peer's rdma_cm side gone without its
+// end of stream) or the peer's bytes arrive on TCP past its cutover point (the peer
+// went back first). The offsets are core/downgrade.h's; the protocol is in
+// docs/design.md, "Downgrade".
+//
+// Each direction goes on its own. Sending: the bytes the peer has not credited (read
+// back from the staging area) and the send queue become a backlog, behind a header
+// naming their stream offset, written to TCP before any new send. Receiving: TCP's
+// bytes up to the peer's cutover point, then the ring until it is empty, then the
+// peer's header on TCP and the overlap already read from the ring, dropped; the rest
+// is the program's. Once the backlog is out and the header read, the socket is kernel
+// TCP again (Transport::kernel).
+//
+// The steps run in the program's calls on the socket and, for the backlog, on the
+// poller thread through ferry's own duplicate of the socket, so a program that is
+// elsewhere (or closed its descriptor) still gets its bytes delivered.
+#pragma once
+
+#include "core/link.h"
+#include "core/readiness.h"
+#include "core/socket.h"
+
+#include <sys/uio.h>
+
+namespace ferry::down {
+
+enum class Why { failed, peer };
+
+// Marks the connection for downgrade (once; counted by why) and wakes its waiters.
+void want(Link& link, Why why) noexcept;
+
+// Whether bytes wait on TCP while the receive side reads the ring past the peer's
+// cutover point: the peer went back to TCP. Asks the kernel only when the poller saw
+// TCP arrivals since the last look.
+bool peer_went_back(int fd, Link& link) noexcept;
+
+// A receive's answer when there is nothing to take now.
+constexpr long kNothing = -(1L << 40);
+
+// One look at the receive side of a connection marked down, past `got` bytes of iov.
+// Needs the socket's rx_mu. Returns bytes (> 0), 0 at the end of the stream, -errno, or
+// kNothing.
+long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexcept;
+
+// Where the send side stands: how a send continues.
+enum class Send { wait, direct, dead };
+// Advances the send side (builds and writes the backlog). `err`: with dead, the error
+// a send reports (0: EPIPE).
+Send look_tx(int fd, Link& link, int& err) noexcept;
+
+// The program shut its sending side: after the backlog, TCP's own shutdown.
+long shutdown_write(int fd, Link& link) noexcept;
+
+// Readiness the way kernel TCP would report it, for a connection marked down.
+readiness::State state(int fd, Link& link) noexcept;
+// Bytes a receive could take now (FIONREAD) and bytes not yet acknowledged (SIOCOUTQ).
+long readable(int fd, Link& link) noexcept;
+long unsent(int fd, Link& link) noexcept;
+
+// When the backlog is out and the header read: the socket becomes kernel TCP again.
+// Call with no lock held.
+void finish_if_done(Link& link) noexcept;
+
+// The program is about to close fd, a descriptor of a connection marked down: ferry
+// keeps its own duplicate, through which the backlog goes out afterwards.
+void prepare(int fd, Link& link) noexcept;
+// The program let go of its last descriptor: TCP's end follows the backlog.
+void released(Link& link) noexcept;
+
+// The program let go of the socket: whether the backlog is out (or can never be), so
+// that the connection can be dropped; looked at by the poller until it is.
+bool flushed(Link& link) noexcept;
+// Closes ferry's duplicate of the socket (the peer then sees TCP end).
+void close_dup(Link& link) noexcept;
+
+}  // namespace ferry::down
