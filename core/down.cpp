@@ -54,8 +54,10 @@ bool tcp_over(int fd) {
 }
 
 // Makes link.down_state, with ferry's own duplicate of fd, if it is not there yet.
-// No lock held: registering a descriptor of ferry's may wait for a move of another.
-void ensure(int fd, Link& link) {
+// `verify`: fd may no longer be this connection's (a readiness look's registration);
+// otherwise it is the descriptor of the program's call. No lock held: registering a
+// descriptor of ferry's may wait for a move of another.
+void ensure(int fd, Link& link, bool verify = false) {
   {
     std::lock_guard<Lock> lock(link.down_mu);
     if (link.down_state) return;
@@ -63,10 +65,8 @@ void ensure(int fd, Link& link) {
   auto st = std::make_unique<DownState>();
   st->link = &link;
   DownState* raw = st.get();
-  // Only a descriptor that is this connection's now (a readiness look may hold a
-  // number the program has since closed and reused).
-  SocketRef s = fd >= 0 ? fd_table().get(fd) : nullptr;
-  if (s && s->link.get() == &link) {
+  SocketRef s = fd >= 0 && verify ? fd_table().get(fd) : nullptr;
+  if (fd >= 0 && (!verify || (s && s->link.get() == &link))) {
     int d = real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (d >= 0) {
       d = own::adopt(d, [raw, &link](int from, int to) {
@@ -352,7 +352,7 @@ long shutdown_write(int fd, Link& link) noexcept {
 }
 
 readiness::State state(int fd, Link& link) noexcept {
-  ensure(fd, link);
+  ensure(fd, link, true);
   readiness::State out;
   out.rx_events = out.tx_events = link.tcp_events.load(std::memory_order_relaxed);
   std::lock_guard<Lock> lock(link.down_mu);

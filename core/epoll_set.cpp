@@ -180,7 +180,10 @@ void EpollSet::reconcile(int epfd) {
       --user_;
       if (!r.disabled && fd_table().get(r.fd) == s) {
         epoll_event k = r.ev;
-        real.epoll_ctl(epfd, EPOLL_CTL_MOD, r.fd, &k);
+        // EPOLLEXCLUSIVE registrations cannot be modified, only replaced.
+        if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, r.fd, &k) != 0 && errno == EINVAL &&
+            real.epoll_ctl(epfd, EPOLL_CTL_DEL, r.fd, nullptr) == 0)
+          real.epoll_ctl(epfd, EPOLL_CTL_ADD, r.fd, &k);
       }
       other_added();
       regs_.erase(regs_.begin() + static_cast<long>(i));
