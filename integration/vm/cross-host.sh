@@ -6,7 +6,9 @@
 # netem loss and delay on both guests' eth0. Host 1 serves, host 2
 # connects; they meet in $TESTBED_SHARED, where each leaves its side's figures. Each
 # host checks its own side; host 2 then prints the table of both.
-#   cross-host.sh BUILD_DIR
+#   cross-host.sh BUILD_DIR [matrix]
+# With `matrix`, instead: the fault matrix, kernel TCP and ferry on each of several
+# netem wires (loss 0.1%, 1%, 5%, delay with jitter, reordering, duplication).
 # Fails if a stream's bytes differ, if a connection under ferry did not upgrade or sent
 # most of its bytes on TCP, if the kernel's TCP byte count disagrees with ferry's, if
 # netem dropped nothing on the lossy wire, or if the other host's side never showed up.
@@ -158,49 +160,66 @@ connect() {
 }
 
 port=7100 names=()
-# scenario NAME MODE: one transfer on the wire as it is now, this host's side.
+declare -A wire_of
+# scenario NAME MODE [WIRE]: one transfer on the wire as it is now (described as WIRE
+# in the table), this host's side.
 scenario() {
   name=$1
   port=$((port + 1))
   names+=("$name")
+  wire_of[$name]=${3:-clean}
   if [ "$host" = 1 ]; then serve "$2" $port; else connect "$2"; fi
+}
+
+# on_wire LABEL NETEM...: kernel TCP, then ferry, with netem impairing both guests'
+# sending side (so that both directions meet it).
+on_wire() {
+  local label=$1
+  shift
+  tc qdisc add dev eth0 root netem "$@"
+  settle=8
+  scenario "tcp-$label" plain "$*"
+  scenario "ferry-$label" ferry "$*"
+  # netem drops packets as the stack hands them over, before GSO splits a large TCP
+  # segment (up to 64 KiB) into the wire's: kernel TCP meets few losses, while RoCE's
+  # packets (4 KiB each) meet about the rate asked for.
+  case "$*" in *loss*) [ "$(drops)" -gt 0 ] || fail "netem dropped no packet on this host's side of the wire" ;; esac
+  tc qdisc del dev eth0 root
+  settle=1
 }
 
 # Where each side's bytes went: TCP is the kernel's count, RDMA ferry's. The time is
 # the client's whole run, settling included.
 table() {
-  local format='%-12s %-20s %-7s %-9s %-20s %-20s %-12s %s\n' h1 h2 wire
+  local format='%-14s %-28s %-7s %-9s %-20s %-20s %-12s %s\n' h1 h2
   printf "\n$format" scenario wire intact upgraded "host1->2 TCP/RDMA" "host2->1 TCP/RDMA" \
     "drops h1/h2" seconds
   for name in "${names[@]}"; do
-    [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-12s (no figures)\n' "$name"; continue; }
-    h1=$(fact server status) h2=$(fact client status) wire=clean
-    [ "${name#*-}" = clean ] || wire=$loss
-    [ "${name#*-}" != cut ] || wire="RoCE cut mid-way"
+    [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-14s (no figures)\n' "$name"; continue; }
+    h1=$(fact server status) h2=$(fact client status)
     # shellcheck disable=SC2059 # the format is the table's
-    printf "$format" "$name" "$wire" "$([ "$h1$h2" = 00 ] && echo yes || echo NO)" \
+    printf "$format" "$name" "${wire_of[$name]}" "$([ "$h1$h2" = 00 ] && echo yes || echo NO)" \
       "$(fact server upgraded)/$(fact client upgraded)" "$(fact server tcp)/$(fact server rdma)" \
       "$(fact client tcp)/$(fact client rdma)" "$(fact server drops)/$(fact client drops)" "$(fact client seconds)"
   done
 }
 
-scenario tcp-clean plain
-scenario ferry-clean ferry
-# Failover: RoCE's packets dropped on both guests mid-transfer, TCP untouched. The
-# queue pairs fail once their retries run out; the connection goes back to TCP.
-scenario ferry-cut cut
-
-# Both guests impair their own sending side, so that loss and delay hit both directions.
-tc qdisc add dev eth0 root netem $loss
-settle=8
-scenario tcp-loss plain
-scenario ferry-loss ferry
-# netem drops packets as the stack hands them over, before GSO splits a large TCP
-# segment (up to 64 KiB) into the wire's: kernel TCP meets few losses, while RoCE's
-# packets (4 KiB each) meet about 1%.
-name=lossy-wire
-[ "$(drops)" -gt 0 ] || fail "netem dropped no packet on this host's side of the wire"
-tc qdisc del dev eth0 root
+if [ "${2:-}" = matrix ]; then
+  # The fault matrix (ctest -L faults): kernel TCP and ferry side by side on each wire.
+  on_wire loss0.1 loss 0.1% delay 200us
+  on_wire loss1 loss 1% delay 200us
+  on_wire loss5 loss 5% delay 200us
+  on_wire jitter delay 1ms 500us
+  on_wire reorder delay 1ms reorder 25% 50%
+  on_wire dup duplicate 1% delay 200us
+else
+  scenario tcp-clean plain
+  scenario ferry-clean ferry
+  # Failover: RoCE's packets dropped on both guests mid-transfer, TCP untouched. The
+  # queue pairs fail once their retries run out; the connection goes back to TCP.
+  scenario ferry-cut cut "RoCE cut mid-way"
+  on_wire loss $loss
+fi
 
 if [ "$host" = 2 ]; then table | tee "$out/table.txt"; fi
 [ $failures -eq 0 ] && say "cross-host: host $host: all scenarios passed" || say "cross-host: host $host: $failures failure(s)"
