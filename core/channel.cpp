@@ -53,8 +53,8 @@ size_t iov_total(const iovec* iov, int iovcnt) {
   return t;
 }
 
-// An ack timeout of 4.096 us * 2^16 = 268 ms: with 7 retries, a queue pair whose path
-// died fails within about two seconds.
+// An ack timeout of 4.096 us * 2^16 = 268 ms: with the 6 retries upgrade.cpp asks for,
+// a queue pair whose path died fails within about two seconds.
 constexpr uint8_t kAckTimeout = 16;
 
 // Moves qp to `state` with the attributes rdma_cm holds for id (port, P_Key, path,
@@ -602,13 +602,7 @@ bool Channel::flush_st() {
   return true;
 }
 
-}  // namespace ferry
-
-namespace ferry {
-
 int64_t Channel::take_unacked_st(std::vector<uint8_t>& out) {
-  left_ = true;
-  fin_pending_ = false;
   const int64_t resent = downgrade::resend(tx_buf_.get(), tx_.capacity(), tx_.acked(), tx_.written(),
                                            [&](const uint8_t* p, uint64_t n) { out.insert(out.end(), p, p + n); });
   iovec v[16];
@@ -622,7 +616,14 @@ int64_t Channel::take_unacked_st(std::vector<uint8_t>& out) {
     }
     queue_.pop(k);
   }
+  leave_st();
   return resent;
 }
 
+void Channel::leave_st() {
+  left_ = true;
+  abort_st();
+}
+
 }  // namespace ferry
+

@@ -175,6 +175,9 @@ class Channel {
   // into the ring after this. Returns how many of them were the ring's, or -1 when
   // the staging area does not hold whole records there.
   int64_t take_unacked_st(std::vector<uint8_t>& out);
+  // The same without keeping anything: nobody will read it (the peer is gone, or the
+  // connection resets).
+  void leave_st();
 
   // Polls the CQ and applies what arrived. True when something changed.
   bool progress_st();

@@ -110,8 +110,7 @@ void build_tx_locked(Link& link, DownState& st) {
     // The peer may or may not know where our ring bytes begin: no stream it could
     // read is sure to be right, so the connection resets rather than guess.
     link.tx_left.store(true);
-    ch.take_unacked_st(st.backlog);
-    st.backlog.clear();
+    ch.leave_st();
     stats::add(stats::g.downgrade_resets, 1);
     FERRY_LOG(info, "down", "the RDMA side failed before the peer confirmed the cutover: reset");
     if (fd >= 0) reset(fd);
@@ -124,8 +123,7 @@ void build_tx_locked(Link& link, DownState& st) {
   if (fd < 0 || tcp_over(fd)) {
     // The peer's process is gone: there is nobody to resend to.
     link.tx_left.store(true);
-    ch.take_unacked_st(st.backlog);
-    st.backlog.clear();
+    ch.leave_st();
     st.tx = DownState::Tx::broken;
     return;
   }
@@ -253,8 +251,6 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
   build_tx_locked(link, st);
   pump_locked(link, st);
   const bool peek = flags & MSG_PEEK;
-  size_t total = 0;
-  for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   if (st.rx == DownState::Rx::ring) {
     Channel& ch = *link.channel;
     size_t n = 0;

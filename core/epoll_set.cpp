@@ -31,14 +31,16 @@ epoll_event inert(const epoll_event& ev) {
   return k;
 }
 
-// Makes the kernel registration of fd inert. EPOLLEXCLUSIVE registrations cannot be
+// Changes the kernel registration of fd to ev. EPOLLEXCLUSIVE registrations cannot be
 // modified, only replaced.
-void make_inert(int epfd, int fd, const epoll_event& ev) {
-  epoll_event k = inert(ev);
-  if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &k) == 0) return;
+void reregister(int epfd, int fd, epoll_event ev) {
+  if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0) return;
   if (errno == EINVAL && real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr) == 0)
-    real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &k);
+    real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
+
+// Makes the kernel registration of fd inert.
+void make_inert(int epfd, int fd, const epoll_event& ev) { reregister(epfd, fd, inert(ev)); }
 
 int to_ms(int64_t us) { return us < 0 ? -1 : static_cast<int>(std::min<int64_t>((us + 999) / 1000, INT32_MAX)); }
 
@@ -178,13 +180,7 @@ void EpollSet::reconcile(int epfd) {
       // Back on kernel TCP (a downgrade): the kernel's registration reports again, as
       // the program asked, and the socket is one of the other descriptors.
       --user_;
-      if (!r.disabled && fd_table().get(r.fd) == s) {
-        epoll_event k = r.ev;
-        // EPOLLEXCLUSIVE registrations cannot be modified, only replaced.
-        if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, r.fd, &k) != 0 && errno == EINVAL &&
-            real.epoll_ctl(epfd, EPOLL_CTL_DEL, r.fd, nullptr) == 0)
-          real.epoll_ctl(epfd, EPOLL_CTL_ADD, r.fd, &k);
-      }
+      if (!r.disabled && fd_table().get(r.fd) == s) reregister(epfd, r.fd, r.ev);
       other_added();
       regs_.erase(regs_.begin() + static_cast<long>(i));
       continue;
