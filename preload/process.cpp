@@ -1,7 +1,10 @@
-// fork, vfork, and ferry's own start and exit.
+// fork, vfork, _exit, and ferry's own start and exit.
 #include "preload/export.h"
 
 #include "core/runtime.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::start(); }
 __attribute__((destructor)) static void ferry_finish() { ferry::runtime::finish(); }
@@ -15,3 +18,13 @@ FERRY_EXPORT pid_t fork() {
 FERRY_EXPORT pid_t vfork() {
   return FERRY_RESULT(pid_t, fork());
 }
+
+// A process that ends with _exit (a forked worker: python's os._exit, many servers'
+// children) runs no destructors: FERRY_STATS still prints its counters. Then what
+// glibc's _exit does, the exit_group system call.
+FERRY_EXPORT void _exit(int status) {
+  ferry::runtime::finish();
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+FERRY_EXPORT void _Exit(int status) { _exit(status); }

@@ -2,6 +2,7 @@
 //   crash_helper segv      dereferences a null pointer in crash_here()
 //   crash_helper closeall  closes every descriptor from 3 up (one by one and with
 //                          close_range), then dup2()s stdout over 3..1100, then exits
+//   crash_helper _exit     ends with _exit(7): no destructor runs
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,5 +27,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (argc > 1 && !strcmp(argv[1], "_exit")) _exit(7);
   return 2;
 }

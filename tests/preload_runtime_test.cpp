@@ -64,6 +64,15 @@ TEST(PreloadRuntime, LogFileSurvivesAProgramThatClosesEverything) {
   system((std::string("rm -rf ") + dir).c_str());
 }
 
+TEST(PreloadRuntime, CountersPrintedWhenTheProcessEndsWithExit) {
+  Result r = run("FERRY_STATS=1", "_exit");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 7) << r.status << "\n" << r.output;
+  EXPECT_NE(r.output.find("counters:"), std::string::npos) << r.output;
+  r = run("", "_exit");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 7) << r.status;
+  EXPECT_EQ(r.output.find("counters:"), std::string::npos) << r.output;
+}
+
 TEST(PreloadRuntime, MalformedSettingGivesOneMessageAndTheProgramRuns) {
   Result r = run("FERRY_LOG=chatty FERRY_NOPE=1", "nothing");
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);  // the helper's own answer
