@@ -1,5 +1,6 @@
 #include "core/api.h"
 
+#include "core/claims.h"
 #include "core/config.h"
 #include "core/fdtable.h"
 #include "core/log.h"
@@ -94,7 +95,9 @@ long accepted(int listener, long fd, int flags) {
     stats::add(stats::g.connections_passive, 1);
     const int owner = l->listening_pid.load();
     if (owner == 0 || owner == getpid()) {
-      upgrade::server_accepted(static_cast<int>(fd), s);
+      upgrade::server_accepted(static_cast<int>(fd), s, false);
+    } else if (claims::shared()) {  // the listening process redirects its request here
+      upgrade::server_accepted(static_cast<int>(fd), s, true);
     } else {
       stats::add(stats::g.tcp_other_listener, 1);
     }

@@ -95,7 +95,10 @@ struct Link {
   // are never touched here: polling the CQ would take the parent's completions (rxe's
   // queues are memory shared with the kernel), and destroying anything through the
   // inherited device descriptor would destroy the parent's. The copy is leaked.
-  bool inherited = false;
+  std::atomic<bool> inherited{false};
+  // Inherited before the parent's first data call (no RDMA object built yet): the
+  // child's own first data call starts the upgrade afresh (fork-after-accept servers).
+  bool reclaimable = false;
   // Inherited while on RDMA: unusable in the child (ECONNRESET / EPIPE).
   bool orphaned = false;
 

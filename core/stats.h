@@ -24,7 +24,10 @@ namespace ferry::stats {
   X(tcp_peer_refused, "kept on TCP: the peer refused or runs no ferry")          \
   X(tcp_timeout, "kept on TCP: the upgrade did not finish in time")              \
   X(tcp_resources, "kept on TCP: a QP, CQ or MR could not be created")           \
-  X(tcp_other_listener, "kept on TCP: accepted on a listener another process serves") \
+  X(tcp_other_listener, "kept on TCP: accepted on a listener of a process that cannot redirect here") \
+  X(requests_redirected, "upgrade requests sent on to the process of the tree that serves the connection") \
+  X(upgrades_redirected, "upgrades asked again where the server's listening process sent them") \
+  X(upgrades_reclaimed, "upgrades a forked child started on a connection its parent had not used") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \

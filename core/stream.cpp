@@ -306,7 +306,7 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
   if (total == 0) return zero_length(fd, s, link, nonblock);
@@ -443,7 +443,7 @@ long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
 long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
   Link& link = *s.link;
   size_t sent = 0;
   Deadline deadline;
@@ -528,7 +528,7 @@ bool pipe_nonblocking(int pipe, unsigned flags) {
 
 long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcept {
   if (len == 0) return 0;
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
   Link& link = *s.link;
   if (link.orphaned) return -ECONNRESET;
   char* buf = bounce();
@@ -599,7 +599,7 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
 
 long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept {
   if (len == 0) return 0;
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(s);
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
   Link& link = *s.link;
   char* buf = bounce();
   if (!buf) return -ENOMEM;

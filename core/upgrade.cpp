@@ -1,5 +1,6 @@
 #include "core/upgrade.h"
 
+#include "core/claims.h"
 #include "core/config.h"
 #include "core/down.h"
 #include "core/forking.h"
@@ -47,6 +48,9 @@ struct Listener : Endpoint {
   rdma::CmId id;
   uint16_t port = 0;
   const Socket* socket = nullptr;
+  // This process's own listener for requests the listening process redirected here
+  // (core/claims.h): it matches a request by the TCP ports the request names.
+  bool redirect = false;
 };
 
 // One connection's handshake, poller-owned. Also watches the TCP duplicate.
@@ -59,6 +63,9 @@ struct Conn : Endpoint, poller::Watcher {
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
   bool resolved = false;             // client: route resolved, waiting for the arm
   bool deadline_set = false;         // server: the wait for the request has a limit
+  bool foreign = false;              // server: accepted on a listener another process opened
+  bool claimed = false;              // server: our claim is in the tree's table
+  uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port
   rdma::CmId parked;                 // server: the matching request, waiting for the arm
   wire::Hello parked_hello;
   uint16_t local_port = 0, peer_port = 0;
@@ -92,6 +99,10 @@ struct State {
   std::deque<std::pair<std::string, Clock::time_point>> gone_order;  // oldest first
   std::map<const Socket*, std::unique_ptr<Listener>> listeners;
   std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
+  std::set<Conn*> parked;  // conns holding a matched request until the program's first data call
+  bool rechecking = false;  // a look at the claims for held and parked requests is due
+  // Listeners for redirected requests (one per address family, made on first need).
+  std::unique_ptr<Listener> redirect4, redirect6;
   std::set<Link*> live;  // links with a channel, until they are destroyed
 };
 State* g_state = new State;  // replaced, not destroyed, in a forked child
@@ -249,15 +260,100 @@ bool is_gone_st(const std::string& key) {
   return it != st().gone.end() && it->second > Clock::now();
 }
 
+int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Another process of the tree serves `key` (core/claims.h).
+bool claimed_elsewhere(const std::string& key, claims::Claim& who) {
+  claims::Table* t = claims::shared();
+  return t && t->find(key, ns_of(Clock::now()), who) && who.pid != getpid();
+}
+
+void redirect_st(rdma::CmId id, uint16_t port) {
+  FERRY_POLLER_ONLY();
+  uint8_t data[wire::kRedirectSize];
+  wire::encode(wire::Redirect{port}, data);
+  stats::add(stats::g.requests_redirected, 1);
+  rdma_reject(id.get(), data, sizeof data);
+}
+
+void recheck_st();
+
+// Held and parked requests are looked up in the claims every few milliseconds: the
+// process that serves the connection claims it at its first data call.
+void schedule_recheck_st() {
+  FERRY_POLLER_ONLY();
+  if (st().rechecking || !claims::shared() || (st().held.empty() && st().parked.empty())) return;
+  st().rechecking = true;
+  poller::at_st(Clock::now() + std::chrono::milliseconds(2), recheck_st);
+}
+
+void recheck_st() {
+  FERRY_POLLER_ONLY();
+  st().rechecking = false;
+  claims::Claim who;
+  for (auto it = st().held.begin(); it != st().held.end();) {
+    if (claimed_elsewhere(it->key, who)) {
+      redirect_st(std::move(it->id), who.port);
+      it = st().held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = st().parked.begin(); it != st().parked.end();) {
+    Conn* c = *it;
+    if (claimed_elsewhere(key_of_conn(c), who)) {
+      redirect_st(std::move(c->parked), who.port);
+      it = st().parked.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  schedule_recheck_st();
+}
+
+void sweep_held_st() {
+  FERRY_POLLER_ONLY();
+  auto now = Clock::now();
+  for (auto it = st().held.begin(); it != st().held.end();) {
+    if (it->deadline <= now) {
+      stats::add(stats::g.requests_unmatched, 1);
+      reject_st(std::move(it->id));
+      it = st().held.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// A request nobody here can answer yet: the program has not accepted its connection,
+// or the process that serves it has not claimed it.
+void hold_st(rdma::CmId id, const wire::Hello& h, std::string key) {
+  FERRY_POLLER_ONLY();
+  st().held.push_back({std::move(id), h, std::move(key), Clock::now() + accept_wait()});
+  poller::at_st(st().held.back().deadline, sweep_held_st);
+  schedule_recheck_st();
+}
+
 void drop_st(Conn* c) {
   FERRY_POLLER_ONLY();
   unwatch(*c->link);
   if (!c->link->client && !c->link->established()) remember_gone_st(c);
+  st().parked.erase(c);
+  if (c->claimed) claims::shared()->drop(c->key, getpid());
   // The link, and with it its channel's rdma_cm id, may outlive this Conn (a socket or
   // an epoll registration still holds it): events for that id from now on (the peer's
   // DISCONNECTED) have no owner.
   if (c->link->channel) c->link->channel->id()->context = nullptr;
-  if (c->parked) reject_st(std::move(c->parked));
+  if (c->parked) {
+    // Let go before its first data call: a forked child may serve it (and claim it).
+    if (claims::shared()) {
+      hold_st(std::move(c->parked), c->parked_hello, key_of_conn(c));
+    } else {
+      reject_st(std::move(c->parked));
+    }
+  }
   if (!c->key.empty()) st().awaiting.erase(c->key);
   if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
   auto it = st().conns.find(c->link.get());
@@ -383,6 +479,7 @@ void start_client_st(Conn* c) {
   unmap(src);
   unmap(dst);
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for sin6_port
+  if (c->redirect_port) reinterpret_cast<sockaddr_in*>(&dst)->sin_port = htons(c->redirect_port);
   if (rdma_resolve_addr(raw, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
                         static_cast<int>(config().upgrade_timeout_ms)) != 0) {
     fail_st(c, stats::g.tcp_no_route, "rdma_resolve_addr failed");
@@ -426,6 +523,24 @@ void connect_when_armed_st(Conn* c) {
   c->committed = true;
 }
 
+// The server's listening process sent us to the process that serves the connection:
+// ask again there, once, with a fresh id and queue pair.
+void follow_st(Conn* c, uint16_t port) {
+  FERRY_POLLER_ONLY();
+  stats::add(stats::g.upgrades_redirected, 1);
+  FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port,
+            port);
+  c->redirect_port = port;
+  c->committed = false;
+  c->resolved = false;
+  if (c->pending) {
+    c->pending->id()->context = nullptr;
+    std::shared_ptr<Channel> rejected(std::move(c->pending));
+    poller::at_st(Clock::now(), [rejected] {});  // its event was acknowledged: gone after this round
+  }
+  start_client_st(c);
+}
+
 void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
   FERRY_POLLER_ONLY();
   std::string why;
@@ -445,7 +560,11 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
     case RDMA_CM_EVENT_ADDR_ERROR:
     case RDMA_CM_EVENT_ROUTE_ERROR:
       return fail_st(c, stats::g.tcp_no_route, rdma_event_str(type));
-    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_REJECTED: {
+      wire::Redirect r;
+      if (!c->redirect_port && wire::decode(data, len, r) == wire::Error::ok) return follow_st(c, r.port);
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    }
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
       return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
@@ -458,6 +577,10 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   FERRY_POLLER_ONLY();
   st().awaiting.erase(c->key);
+  if (c->claimed) {  // the request we claimed it for has come
+    claims::shared()->drop(c->key, getpid());
+    c->claimed = false;
+  }
   c->key.clear();
   if (c->link->arm.load() == Link::undecided) {
     // Matched; answered at the program's first data call on the connection, made by
@@ -465,6 +588,8 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     // child never answers, and the client stays on TCP with the child.
     c->parked = std::move(id);
     c->parked_hello = h;
+    st().parked.insert(c);
+    schedule_recheck_st();
     return;
   }
   SocketRef s = c->link->socket.lock();
@@ -495,7 +620,7 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   id->context = nullptr;
   wire::Hello h;
   wire::Error e = wire::decode(data, len, h);
-  if (e == wire::Error::ok && h.server_port != l->port) e = wire::Error::bad_port;
+  if (e == wire::Error::ok && !l->redirect && h.server_port != l->port) e = wire::Error::bad_port;
   if (e != wire::Error::ok) {
     stats::add(stats::g.requests_malformed, 1);
     FERRY_LOG(info, "upgrade", "rejected a request on port %u: %s", l->port, wire::to_string(e));
@@ -503,25 +628,61 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   }
   std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
   auto it = st().awaiting.find(key);
+  if (l->redirect) {
+    // Sent here by the listening process: only a connection we claimed qualifies.
+    if (it != st().awaiting.end() && it->second->claimed) return accept_request_st(it->second, std::move(id), h);
+    stats::add(stats::g.requests_unmatched, 1);
+    return reject_st(std::move(id));
+  }
+  claims::Claim who;
+  if (claimed_elsewhere(key, who)) return redirect_st(std::move(id), who.port);
   if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
-  if (is_gone_st(key)) {
+  // Let go here; without a claims table nobody else can serve it.
+  if (!claims::shared() && is_gone_st(key)) {
     stats::add(stats::g.requests_unmatched, 1);
     FERRY_LOG(debug, "upgrade", "refused a request for a connection already let go (%s)", key.c_str());
     return reject_st(std::move(id));
   }
-  st().held.push_back({std::move(id), h, key, Clock::now() + accept_wait()});
-  poller::at_st(st().held.back().deadline, [] {
-    auto now = Clock::now();
-    for (auto it = st().held.begin(); it != st().held.end();) {
-      if (it->deadline <= now) {
-        stats::add(stats::g.requests_unmatched, 1);
-        reject_st(std::move(it->id));
-        it = st().held.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  });
+  hold_st(std::move(id), h, std::move(key));
+}
+
+// This process's rdma_cm port for requests redirected to it, 0 when it has none.
+uint16_t redirect_port_st(sa_family_t family) {
+  FERRY_POLLER_ONLY();
+  std::unique_ptr<Listener>& slot = family == AF_INET6 ? st().redirect6 : st().redirect4;
+  if (slot) return slot->port;
+  auto l = std::make_unique<Listener>();
+  l->redirect = true;
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(poller::cm_channel(), &raw, l.get(), RDMA_PS_TCP) != 0) return 0;
+  l->id.reset(raw);
+  sockaddr_storage any{};  // the wildcard address; rdma_cm picks the port
+  any.ss_family = family;
+  if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&any)) != 0 || rdma_listen(raw, 1024) != 0) {
+    FERRY_LOG(info, "upgrade", "no rdma_cm listener for redirected requests (%s)", strerror(errno));
+    return 0;
+  }
+  l->port = ntohs(rdma_get_src_port(raw));
+  FERRY_LOG(debug, "upgrade", "rdma_cm listening for redirected requests on port %u", l->port);
+  slot = std::move(l);
+  return slot->port;
+}
+
+// A connection accepted on a listener another process of the tree opened (or inherited
+// from the process that accepted it): that process's rdma_cm listener receives the
+// request, and redirects it here once it finds our claim.
+void claim_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  claims::Table* t = claims::shared();
+  if (!t) return fail_st(c, stats::g.tcp_other_listener, "no claims table shared with the listening process");
+  sockaddr_storage local = c->local;
+  unmap(local);
+  const uint16_t port = redirect_port_st(local.ss_family);
+  if (!port) return fail_st(c, stats::g.tcp_resources, "no rdma_cm listener for redirected requests");
+  const int64_t now = ns_of(Clock::now());
+  if (!t->claim(c->key, {getpid(), port}, now, now + ns_of(Clock::time_point(accept_wait()))))
+    return fail_st(c, stats::g.tcp_resources, "the claims table has no room");
+  c->claimed = true;
 }
 
 void on_server_event_st(Conn* c, rdma_cm_event_type type) {
@@ -633,7 +794,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
 
 // Either side of a fresh connection: the handshake starts in the background unless
 // the peer is loopback or the process has no RDMA.
-void start(int fd, const SocketRef& s, bool client) noexcept {
+void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
   // Without RDMA, no system call: a process that cannot upgrade pays nothing per
   // connection (so its loopback connections count here too).
   if (!poller::available()) {
@@ -650,6 +811,7 @@ void start(int fd, const SocketRef& s, bool client) noexcept {
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
   if (!client) conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+  conn->foreign = foreign;
   poller::submit([c = conn.release(), client] {
     std::unique_ptr<Conn> owned(c);
     adopt_st(std::move(owned));
@@ -663,10 +825,12 @@ void start(int fd, const SocketRef& s, bool client) noexcept {
 
 }  // namespace
 
-void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true); }
+void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
   if (!poller::available() || !some_device_allowed()) return;
+  // Before any fork: the processes this one forks to serve its connections share it.
+  claims::make_shared();
   sockaddr_storage local;
   socklen_t len = sizeof local;
   if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
@@ -691,19 +855,58 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   });
 }
 
-void server_accepted(int fd, const SocketRef& s) noexcept { start(fd, s, false); }
+void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign); }
 
-void first_data_call(Socket& s) noexcept {
+namespace {
+
+// A forked child's first data call on a connection its parent had not yet used: the
+// child serves it, so the child upgrades it, with the Link it inherited (which holds
+// none of the parent's RDMA objects: nothing is built before the first data call).
+void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
+  sockaddr_storage local, peer;
+  uint64_t received = 0;
+  if (!poller::available() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
+    link->phase.store(Link::Phase::failed);
+    s.transition(Transport::upgrading, Transport::kernel);
+    return;
+  }
+  link->tcp_received.store(received);
+  link->fd = fd;
+  link->inherited = false;
+  auto conn = make_conn(link, local, peer);
+  if (!link->client) {
+    conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+    conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
+  }
+  link->watching.store(poller::watch(fd, EPOLLIN | EPOLLRDHUP | EPOLLET, conn.get()));
+  stats::add(stats::g.upgrades_started, 1);
+  stats::add(stats::g.upgrades_reclaimed, 1);
+  poller::submit([c = conn.release()] {
+    std::unique_ptr<Conn> owned(c);
+    adopt_st(std::move(owned));
+    if (c->link->client) return start_client_st(c);
+    start_server_st(c);
+    claim_st(c);
+  });
+}
+
+}  // namespace
+
+void first_data_call(int fd, Socket& s) noexcept {
   std::shared_ptr<Link> link = s.link;
-  if (!link || link->inherited || link->arm.load() != Link::undecided) return;
+  if (!link || link->arm.load() != Link::undecided) return;
+  if (link->inherited && !link->reclaimable) return;
   int expected = Link::undecided;
   if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
+  if (link->inherited) return reclaim(fd, s, link);
   poller::submit([link] {
     auto it = st().conns.find(link.get());
     if (it == st().conns.end()) return;
     Conn* c = it->second.get();
     if (link->client) return connect_when_armed_st(c);
+    if (c->foreign && !c->claimed && !c->committed) return claim_st(c);
     if (c->parked) {
+      st().parked.erase(c);
       rdma::CmId id = std::move(c->parked);
       accept_request_st(c, std::move(id), c->parked_hello);
     }
@@ -719,7 +922,11 @@ void after_fork_child() noexcept {
     if (!s->link) return;
     s->link->inherited = true;
     s->link->watching.store(false);  // the parent's poller watches it, not ours
-    if (s->transition(Transport::upgrading, Transport::kernel)) {
+    if (s->transport() == Transport::upgrading && s->link->arm.load() == Link::undecided &&
+        s->link->phase.load() == Link::Phase::handshake) {
+      // Never used by the parent: the child's first data call upgrades it (reclaim()).
+      s->link->reclaimable = true;
+    } else if (s->transition(Transport::upgrading, Transport::kernel)) {
       s->link->phase.store(Link::Phase::failed);
     } else if (s->transport() == Transport::rdma) {
       s->link->orphaned = true;

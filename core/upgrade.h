@@ -15,16 +15,18 @@ namespace ferry::upgrade {
 // Program threads, right after the kernel call succeeded.
 void client_connected(int fd, const SocketRef& s) noexcept;
 void server_listening(int fd, const SocketRef& s) noexcept;
-void server_accepted(int fd, const SocketRef& s) noexcept;
-// The program's first data call on an upgrading socket: the upgrade may commit now
-// (see Link::arm).
-void first_data_call(Socket& s) noexcept;
+// `foreign`: accepted on a listener another process of the tree opened (core/claims.h).
+void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept;
+// The program's first data call on fd, an upgrading socket: the upgrade may commit now
+// (see Link::arm); in a forked child, one its parent never used starts here.
+void first_data_call(int fd, Socket& s) noexcept;
 // The program is about to close (or dup2 over) fd, a descriptor of s.
 void closing(int fd, Socket& s) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
 
-// In a forked child: connections still upgrading stay on TCP here; upgraded ones
+// In a forked child: connections the parent had not used yet upgrade again at the
+// child's first data call; others still upgrading stay on TCP here; upgraded ones
 // cannot be used by the child (their RDMA resources belong to the parent).
 void before_fork() noexcept;
 void after_fork_child() noexcept;

@@ -105,6 +105,26 @@ Error decode(const void* data, size_t len, Welcome& out) {
   return Error::ok;
 }
 
+// Redirect: header(8) port(2) reserved(2) tag(4) = 16
+void encode(const Redirect& r, uint8_t out[kRedirectSize]) {
+  memset(out, 0, kRedirectSize);
+  put_header(out);
+  put16(out + 8, r.port);
+  put32(out + 12, kRedirectTag);
+}
+
+Error decode(const void* data, size_t len, Redirect& out) {
+  if (!data || len < kRedirectSize) return Error::too_short;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (Error e = check_header(p); e != Error::ok) return e;
+  if (get32(p + 12) != kRedirectTag) return Error::bad_magic;
+  Redirect r;
+  r.port = get16(p + 8);
+  if (r.port == 0) return Error::bad_port;
+  out = r;
+  return Error::ok;
+}
+
 // Control: op(1) reserved(3) count(4) value(8) = 16
 void encode(const Control& c, uint8_t out[kControlSize]) {
   memset(out, 0, kControlSize);

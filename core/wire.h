@@ -10,8 +10,8 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 4;  // 2: records found in memory (core/records.h); 3: whole records;
-                                  // 4: failover to TCP (core/down.h)
+constexpr uint8_t kVersion = 5;  // 2: records found in memory (core/records.h); 3: whole records;
+                                  // 4: failover to TCP (core/down.h); 5: redirects
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {
@@ -36,14 +36,25 @@ struct Welcome {
 };
 constexpr size_t kWelcomeSize = 28;
 
+// Server -> client, in the CM reject: the connection is served by another process of
+// the server's tree, whose rdma_cm listener is on `port` of the same address (see
+// core/claims.h). The client asks once more there.
+struct Redirect {
+  uint16_t port = 0;
+};
+constexpr size_t kRedirectSize = 16;
+constexpr uint32_t kRedirectTag = 0x52444952;  // "RDIR"
+
 enum class Error { ok, too_short, bad_magic, bad_version, bad_ring, bad_port };
 const char* to_string(Error e);
 
 void encode(const Hello& h, uint8_t out[kHelloSize]);
 void encode(const Welcome& w, uint8_t out[kWelcomeSize]);
+void encode(const Redirect& r, uint8_t out[kRedirectSize]);
 // `len` may exceed the layout (transports pad private data); it may not fall short.
 Error decode(const void* data, size_t len, Hello& out);
 Error decode(const void* data, size_t len, Welcome& out);
+Error decode(const void* data, size_t len, Redirect& out);
 
 // Control messages travel as 16-byte SENDs, in order with the data writes.
 enum class Op : uint8_t {

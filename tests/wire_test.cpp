@@ -16,6 +16,24 @@ Hello sample_hello() {
   return h;
 }
 
+TEST(Wire, RedirectRoundTripAndRejects) {
+  uint8_t buf[148] = {};  // a CM reject carries up to 148 bytes
+  encode(Redirect{20001}, buf);
+  Redirect r;
+  ASSERT_EQ(decode(buf, sizeof buf, r), Error::ok);
+  EXPECT_EQ(r.port, 20001);
+  EXPECT_EQ(decode(buf, kRedirectSize - 1, r), Error::too_short);
+  Welcome w;  // a redirect is no welcome, and a welcome no redirect
+  EXPECT_NE(decode(buf, sizeof buf, w), Error::ok);
+  uint8_t welcome[kWelcomeSize + 20] = {};
+  encode(Welcome{{0x1000, 1, 1 << 20}}, welcome);
+  EXPECT_EQ(decode(welcome, sizeof welcome, r), Error::bad_magic);
+  encode(Redirect{0}, buf);
+  EXPECT_EQ(decode(buf, sizeof buf, r), Error::bad_port);
+  uint8_t empty[kRedirectSize] = {};  // a kernel's own reject carries zeros
+  EXPECT_EQ(decode(empty, sizeof empty, r), Error::bad_magic);
+}
+
 TEST(Wire, HelloRoundTrip) {
   uint8_t buf[56] = {};  // the transport pads private data to its maximum
   encode(sample_hello(), buf);

@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
-"""A fork-per-connection echo server and its checking client (blocking sockets).
+"""Multi-process echo servers and their checking client (blocking sockets).
 
-    fork_echo.py server IP PORT
-    fork_echo.py client IP PORT CONNECTIONS
+    fork_echo.py server IP PORT            socketserver.ForkingTCPServer
+    fork_echo.py forkaccept IP PORT        accept, fork, the child serves, the parent closes
+    fork_echo.py prefork IP PORT WORKERS   listen, fork WORKERS that each accept and serve
+    fork_echo.py client IP PORT CONNECTIONS [BYTES]
 
-The server is socketserver.ForkingTCPServer: each connection is served by a forked
-child. The client runs CONNECTIONS at once, each sending random bytes while reading
-the echo, and exits 1 unless every echo is identical.
+Every server serves each connection in a process other than the one that listened.
+The client runs CONNECTIONS at once, each making a first small round trip, then
+(half a second later, when the connection may have moved to RDMA) sending BYTES of
+random bytes (about 100 kB by default) while reading the echo; it exits 1 unless
+every echo is identical.
 """
 import hashlib
 import os
+import signal
 import socket
 import socketserver
 import sys
 import threading
+import time
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -32,12 +38,88 @@ class Server(socketserver.ForkingTCPServer):
     request_queue_size = 64
 
 
-def client(ip, port, n):
+def echo(conn):
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.close()
+
+
+def listener(ip, port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((ip, port))
+    s.listen(64)
+    return s
+
+
+def reap(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def fork_after_accept(ip, port):
+    s = listener(ip, port)
+    signal.signal(signal.SIGCHLD, reap)
+    while True:
+        try:
+            conn, _ = s.accept()
+        except InterruptedError:
+            continue
+        if os.fork() == 0:
+            s.close()
+            echo(conn)
+            os._exit(0)
+        conn.close()
+
+
+def prefork(ip, port, workers):
+    s = listener(ip, port)
+    pids = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            while True:
+                conn, _ = s.accept()
+                echo(conn)
+        pids.append(pid)
+
+    def stop(*_):
+        for p in pids:
+            os.kill(p, signal.SIGTERM)
+        for p in pids:
+            os.waitpid(p, 0)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    while True:
+        signal.pause()
+
+
+def client(ip, port, n, size):
     errors = []
 
     def one(i):
-        data = os.urandom(100000 + i * 7919)
+        data = os.urandom(size + i * 7919)
         with socket.create_connection((ip, port)) as c:
+            first = b"hello %d\n" % i
+            c.sendall(first)
+            got = b""
+            while len(got) < len(first):
+                chunk = c.recv(64)
+                if not chunk:
+                    break
+                got += chunk
+            if got != first:
+                errors.append(i)
+                return
+            time.sleep(0.5)
             t = threading.Thread(target=c.sendall, args=(data,))
             t.start()
             got = bytearray()
@@ -65,5 +147,9 @@ if __name__ == "__main__":
     if role == "server":
         with Server((ip, port), Echo) as s:
             s.serve_forever()
+    elif role == "forkaccept":
+        fork_after_accept(ip, port)
+    elif role == "prefork":
+        prefork(ip, port, int(sys.argv[4]))
     else:
-        sys.exit(client(ip, port, int(sys.argv[4])))
+        sys.exit(client(ip, port, int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 100000))

@@ -8,6 +8,7 @@ build=$1
 ip=${TESTBED_IP:?run inside integration/testbed}
 out=${VM_OUT:-/tmp}
 ferry=$build/ferry
+export PATH=$PATH:/usr/sbin:/sbin
 failures=0
 declare -a rows
 
@@ -35,15 +36,24 @@ stop() {  # stop PID: counters via ferry stat, then SIGTERM
   wait "$1" 2>/dev/null
 }
 
-sum() {  # sum FIELD: over every process of this program; each process's largest reading
+sum() {  # sum FIELD [SIDE]: over every process of this program (or of its SIDE); each
+         # process's largest reading
   awk -v f="$1" '$1 == f && $2 > m[FILENAME] {m[FILENAME] = $2} END {for (k in m) s += m[k]; printf "%.0f", s}' \
-    "$out/$name".*.log 2>/dev/null
+    "$out/$name".${2:-*}.*log 2>/dev/null
 }
 
 expect_rdma() {  # expect_rdma MIN_BYTES: this program's bytes went over RDMA, at both ends
   local up; up=$(sum upgraded)
   [ "$up" -ge 2 ] || fail "expected on RDMA at both ends, upgraded=$up"
   [ "$(sum bytes_rdma_sent)" -ge "$1" ] || fail "only $(sum bytes_rdma_sent) bytes over RDMA"
+}
+
+expect_share() {  # expect_share PCT [SIDE]: at least PCT% of the bytes sent and received
+                 # (by SIDE's processes) went over RDMA
+  local r t
+  r=$(( $(sum bytes_rdma_sent "${2:-}") + $(sum bytes_rdma_received "${2:-}") ))
+  t=$(( $(sum bytes_tcp_sent "${2:-}") + $(sum bytes_tcp_received "${2:-}") ))
+  [ $((r * 100)) -ge $(( (r + t) * $1 )) ] || fail "only $r of $((r + t)) bytes went over RDMA (want $1%)"
 }
 
 record() {  # record RESULT: one row of the table, and no warnings in ferry's logs
@@ -143,13 +153,78 @@ stop $server
 expect_rdma 10000000  # each test's data connection is served by a forked child
 record $res
 
-name=fork-server
+# Multi-process servers: every connection is served by a process other than the one
+# that listened (whose rdma_cm listener redirects the request to the server's own).
 fork_echo="$(cd "$(dirname "$0")/.." && pwd)/programs/fork_echo.py"
-serve /usr/bin/python3 "$fork_echo" server "$ip" 7777
-wait_port 7777
-if under client /usr/bin/python3 "$fork_echo" client "$ip" 7777 8 > "$out/$name.client.out" 2>&1; then res=ok; else
-  res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
+port=7777
+for kind in "ForkingTCPServer server" "fork-after-accept forkaccept" "prefork prefork 4"; do
+  set -- $kind
+  name=$1
+  port=$((port + 1))
+  shift
+  serve /usr/bin/python3 "$fork_echo" "$1" "$ip" "$port" "${@:2}"
+  wait_port $port
+  if under client /usr/bin/python3 "$fork_echo" client "$ip" "$port" 8 4000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+    res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
+  sleep 0.5  # the servers' children exit (and print their counters) after the client's close
+  stop $server
+  sleep 0.5
+  expect_rdma 1000000
+  expect_share 90
+  [ "$(sum requests_redirected)" -ge 8 ] || fail "expected 8 redirected requests, $(sum requests_redirected)"
+  record $res
+done
+
+# nginx: a master and 4 workers (which drop root for nobody), sendfile on; curl fetches
+# an 8 MiB file (sha256-checked; one request per connection, so its bytes may all go
+# before the upgrade finishes), then wrk keeps 16 connections busy: nearly all of
+# their bytes go over RDMA.
+name=nginx
+www=$(mktemp -d /tmp/nginx-www.XXXXXX)  # the workers (nobody) cannot enter $out
+temp=$(mktemp -d /tmp/nginx-temp.XXXXXX)
+chmod 755 "$www" "$temp"
+head -c 8388608 /dev/urandom > "$www/big"
+head -c 4096 /dev/urandom > "$www/small"
+chmod 644 "$www"/*
+cat > "$out/nginx.conf" <<EOF
+worker_processes 4;
+daemon off;
+pid $out/nginx.pid;
+error_log stderr warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  client_body_temp_path $temp/body;
+  proxy_temp_path $temp/proxy;
+  fastcgi_temp_path $temp/fastcgi;
+  uwsgi_temp_path $temp/uwsgi;
+  scgi_temp_path $temp/scgi;
+  server { listen $ip:8088; root $www; }
+}
+EOF
+# Each upgraded connection registers about 520 KiB, counted against the workers'
+# locked-memory limit once they are nobody: 8 MiB would leave the 16th on TCP.
+memlock=$(ulimit -l)
+ulimit -l 65536
+serve nginx -c "$out/nginx.conf" -e stderr
+ulimit -l "$memlock"
+wait_port 8088
+res=ok
+want=$(sha256sum < "$www/big")
+for i in 1 2 3; do
+  got=$(under client curl -sf "http://$ip:8088/big" | sha256sum)
+  [ "$got" = "$want" ] || { res=FAILED; fail "curl $i: the 8 MiB file came back different"; }
+done
+under wrk wrk -t 2 -c 16 -d 8s "http://$ip:8088/small" > "$out/$name.wrk.out" 2>&1 &&
+  grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -q 'Non-2xx\|Socket errors' "$out/$name.wrk.out" ||
+  { res=FAILED; fail "wrk: $(tail -3 "$out/$name.wrk.out")"; }
+for w in $(pgrep -P "$server"); do "$ferry" stat "$w" >> "$out/$name.server.$w.log" 2>/dev/null; done
 stop $server
+expect_rdma 10000000
+expect_share 90 wrk
+[ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
 record $res
 
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"

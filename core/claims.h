@@ -1,0 +1,63 @@
+// Which process of a process tree serves which accepted connection. A server whose
+// workers accept on a listener the master opened (prefork), or whose master accepts and
+// forks a child to serve (fork-after-accept), receives every upgrade request at the
+// master: only the process that listened has the rdma_cm listener. The process that
+// serves the connection (its first data call) writes a claim here naming its own
+// rdma_cm port; the master answers the request with a redirect to that port.
+//
+// The table lives in memory mapped shared and anonymous by the first process of the
+// tree that listens, before it forks: only its descendants (that did not exec) can
+// read or write it, so no unrelated local process can claim a connection.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace ferry::claims {
+
+constexpr size_t kKeySize = 64;  // "peer ip|peer port|local port", as upgrade.cpp spells it
+
+struct Claim {
+  int32_t pid = 0;
+  uint16_t port = 0;  // the claimer's rdma_cm port
+};
+
+// A fixed array of slots, each guarded by a sequence word (odd while written), found
+// by hashing the key and probing kProbe slots. Any number of processes may write and
+// read at once; nothing blocks. A slot is reused once its claim expired or was dropped;
+// a writer killed mid-write leaves its slot unusable (odd), nothing else.
+class Table {
+ public:
+  static constexpr size_t kSlots = 8192;
+  static constexpr size_t kProbe = 32;
+
+  // Records that `pid` serves `key` until `expires` (any monotonic clock, in ns).
+  // Replaces an older claim of the key. False when every probed slot is live.
+  bool claim(std::string_view key, const Claim& who, int64_t now, int64_t expires) noexcept;
+  // The newest live claim of `key`.
+  bool find(std::string_view key, int64_t now, Claim& out) const noexcept;
+  // Drops pid's claim of `key` (its request arrived, or it let the connection go).
+  void drop(std::string_view key, int32_t pid) noexcept;
+
+ private:
+  struct Slot {
+    std::atomic<uint32_t> seq{0};
+    int32_t pid = 0;
+    int64_t expires = 0;
+    uint16_t port = 0;
+    char key[kKeySize] = {};
+  };
+  size_t home(std::string_view key) const noexcept;
+  // Reads slot i into the out-parameters when it holds a stable, live claim of `key`.
+  bool read(size_t i, std::string_view key, int64_t now, Slot& out) const noexcept;
+  Slot slots_[kSlots];
+};
+
+// This process's table: inherited from the parent at fork, made by make_shared().
+Table* shared() noexcept;
+// Maps a fresh table if this process has none (at its first listen). Idempotent.
+Table* make_shared() noexcept;
+
+}  // namespace ferry::claims

@@ -1,0 +1,79 @@
+#include "core/claims.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+namespace ferry::claims {
+namespace {
+
+TEST(Claims, ClaimedKeyIsFoundUntilItExpires) {
+  auto t = std::make_unique<Table>();
+  Claim c;
+  EXPECT_FALSE(t->find("198.18.0.2|40000|80", 0, c));
+  ASSERT_TRUE(t->claim("198.18.0.2|40000|80", {123, 5000}, 0, 100));
+  ASSERT_TRUE(t->find("198.18.0.2|40000|80", 99, c));
+  EXPECT_EQ(c.pid, 123);
+  EXPECT_EQ(c.port, 5000);
+  EXPECT_FALSE(t->find("198.18.0.2|40000|80", 100, c));  // expired
+  EXPECT_FALSE(t->find("198.18.0.2|40000|8", 0, c));     // a prefix is another key
+  EXPECT_FALSE(t->find("198.18.0.2|40000|800", 0, c));
+}
+
+TEST(Claims, NewerClaimReplacesOlderOne) {
+  auto t = std::make_unique<Table>();
+  ASSERT_TRUE(t->claim("k", {1, 10}, 0, 100));
+  ASSERT_TRUE(t->claim("k", {2, 20}, 5, 100));
+  Claim c;
+  ASSERT_TRUE(t->find("k", 6, c));
+  EXPECT_EQ(c.pid, 2);
+  t->drop("k", 1);  // not the claimer's any more: nothing happens
+  ASSERT_TRUE(t->find("k", 6, c));
+  t->drop("k", 2);
+  EXPECT_FALSE(t->find("k", 6, c));
+}
+
+TEST(Claims, FullNeighbourhoodRefusesThenReusesExpiredSlots) {
+  auto t = std::make_unique<Table>();
+  // More live keys than any neighbourhood holds: some claims must be refused, and
+  // every accepted one must stay findable.
+  int accepted = 0;
+  for (int i = 0; i < static_cast<int>(Table::kSlots) + 64; ++i) {
+    std::string key = "10.0.0.1|" + std::to_string(i) + "|80";
+    if (t->claim(key, {i + 1, 1}, 0, 1000)) {
+      ++accepted;
+      Claim c;
+      ASSERT_TRUE(t->find(key, 1, c)) << key;
+      EXPECT_EQ(c.pid, i + 1);
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LE(accepted, static_cast<int>(Table::kSlots));
+  // Once they expired every key finds room again.
+  for (int i = 0; i < 256; ++i) EXPECT_TRUE(t->claim("later|" + std::to_string(i), {7, 1}, 1000, 2000));
+  EXPECT_FALSE(t->claim(std::string(kKeySize, 'x'), {7, 1}, 0, 10));  // too long
+  EXPECT_FALSE(t->claim("nobody", {0, 1}, 0, 10));                     // pid 0 means free
+}
+
+TEST(Claims, ChildClaimsParentFinds) {
+  Table* t = make_shared();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(make_shared(), t);
+  EXPECT_EQ(shared(), t);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(t->claim("198.18.0.9|1234|5432", {getpid(), 4242}, 0, 1000) ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  Claim c;
+  ASSERT_TRUE(t->find("198.18.0.9|1234|5432", 1, c));
+  EXPECT_EQ(c.pid, child);
+  EXPECT_EQ(c.port, 4242);
+}
+
+}  // namespace
+}  // namespace ferry::claims
