@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   b.assign(kWelcomeSize, 0);
   encode(w, b.data());
   put(pd, "welcome", b);
+  b.assign(148, 0);  // a reject's private data, padded
+  encode(Redirect{20001}, b.data());
+  put(pd, "redirect", b);
 
   const std::string ctl = top + "/wire_control";
   for (int op = 1; op <= 6; ++op) {

@@ -1,5 +1,6 @@
 // The rdma_cm private data a peer sends (Hello in the connect request, Welcome in the
-// accept), fed to the decoders as it comes off the fabric, any length.
+// accept, Redirect in a reject), fed to the decoders as it comes off the fabric, any
+// length.
 //
 // Invariants: a decoder reads nothing past the length it is given (the bytes sit in a
 // buffer of exactly that length); its verdict is the one an independent reading of the
@@ -32,6 +33,16 @@ Error expected(const uint8_t* p, size_t len, size_t need, bool ports) {
   }
   const uint64_t addr = be(p + at, 8), size = be(p + at + 12, 8);
   if (addr == 0 || !ring::valid_capacity(size)) return Error::bad_ring;
+  return Error::ok;
+}
+
+// A Redirect's verdict: header(8), port(2), reserved(2), tag(4).
+Error expected_redirect(const uint8_t* p, size_t len) {
+  if (len < kRedirectSize) return Error::too_short;
+  if (be(p, 4) != kMagic) return Error::bad_magic;
+  if (p[4] != kVersion) return Error::bad_version;
+  if (be(p + 12, 4) != kRedirectTag) return Error::bad_magic;
+  if (be(p + 8, 2) == 0) return Error::bad_port;
   return Error::ok;
 }
 
@@ -87,6 +98,19 @@ void decode_as_received(const uint8_t* data, size_t size) {
     encode(w, again);
     FUZZ_CHECK(same_bytes(again, buf.get(), kWelcomeSize));
   }
+
+  Redirect r{0x4321};
+  const Error er = decode(buf.get(), size, r);
+  FUZZ_CHECK(er == expected_redirect(buf.get(), size));
+  if (er != Error::ok) {
+    FUZZ_CHECK(r.port == 0x4321);
+  } else {
+    FUZZ_CHECK(r.port == be(buf.get() + 8, 2));
+    uint8_t again[kRedirectSize];
+    encode(r, again);
+    FUZZ_CHECK(same_bytes(again, buf.get(), 8) && memcmp(again + 8, buf.get() + 8, 2) == 0 &&
+               memcmp(again + 12, buf.get() + 12, 4) == 0);
+  }
 }
 
 void encode_fields(Input in) {
@@ -116,6 +140,15 @@ void encode_fields(Input in) {
   const bool wvalid = h.ring.addr && ring::valid_capacity(h.ring.size);
   FUZZ_CHECK((decode(buf, kWelcomeSize, wgot) == Error::ok) == wvalid);
   if (wvalid) FUZZ_CHECK(same(wgot, w));
+
+  Redirect r{h.client_port};
+  uint8_t rbuf[148];  // a reject's private data, padded
+  memset(rbuf, 0xa5, sizeof rbuf);
+  encode(r, rbuf);
+  FUZZ_CHECK(rbuf[kRedirectSize] == 0xa5);
+  Redirect rgot{7};
+  FUZZ_CHECK((decode(rbuf, sizeof rbuf, rgot) == Error::ok) == (r.port != 0));
+  FUZZ_CHECK(rgot.port == (r.port ? r.port : 7));
 }
 
 }  // namespace
