@@ -26,11 +26,13 @@ client picks connection i's size from the SIZE list (cycling); the server answer
 with the same size. Exit status 0 only if every byte of every connection matched.
 Blocking sockets only (no select/poll/epoll).
 """
+import fcntl
 import hashlib
 import os
 import socket
 import struct
 import sys
+import termios
 import threading
 import time
 
@@ -43,12 +45,15 @@ KERNEL_LOCK = threading.Lock()
 
 def note_kernel_bytes(sock):
     """Adds the kernel's own count of this TCP connection's payload bytes (tcp_info
-    bytes_acked / bytes_received) to the totals: what really crossed kernel TCP."""
+    bytes_acked plus what its send queue still holds, SIOCOUTQ: the peer's last ACK
+    may still be delayed; bytes_received) to the totals: what really crossed kernel
+    TCP."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
     if len(info) >= 136:
         acked, received = struct.unpack_from("QQ", info, 120)
         with KERNEL_LOCK:
-            KERNEL["acked"] += acked
+            KERNEL["acked"] += acked + outq
             KERNEL["received"] += received
 
 
