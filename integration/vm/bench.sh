@@ -9,6 +9,8 @@ build=$1
 runs=${2:-3}
 secs=${3:-5}
 ip=${TESTBED_IP:?run inside integration/testbed}
+export PATH=$PATH:/usr/sbin:/sbin
+ulimit -l 65536  # nginx workers drop root: their rings count against this (README)
 out=${VM_OUT:-/tmp/bench-out}
 here=$(cd "$(dirname "$0")" && pwd)
 rspreload=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
@@ -114,6 +116,40 @@ redis() {  # redis SYSTEM
   fi
 }
 
+# nginx (master + 4 workers, sendfile on) serving a 4 KiB file to wrk's 16 keep-alive
+# connections: a multi-process server, its connections redirected to the workers.
+www=$(mktemp -d /tmp/bench-www.XXXXXX)
+chmod 755 "$www"
+head -c 4096 /dev/urandom > "$www/small"
+chmod 644 "$www/small"
+nginx_rps() {  # nginx_rps SYSTEM
+  local system=$1 conf
+  port=$((port + 1))
+  conf=$out/logs/nginx.$port.conf
+  cat > "$conf" <<EOF
+worker_processes 4;
+daemon off;
+pid $www/nginx.$port.pid;
+error_log stderr warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  client_body_temp_path $www/body; proxy_temp_path $www/proxy; fastcgi_temp_path $www/fastcgi;
+  uwsgi_temp_path $www/uwsgi; scgi_temp_path $www/scgi;
+  server { listen $ip:$port; root $www; }
+}
+EOF
+  if pair "$system" nginx.$system.$r nginx -c "$conf" -e stderr -- \
+       wrk -t 2 -c 16 -d "${secs}s" "http://$ip:$port/small" &&
+     grep -q 'Requests/sec' "$out/logs/$tag.out" && ! grep -q 'Non-2xx' "$out/logs/$tag.out"; then
+    note nginx_rps "$system" "$(awk '/Requests\/sec/ {print $2}' "$out/logs/$tag.out")"
+  else
+    failed nginx_rps "$system" "nginx + wrk: $(why)"
+  fi
+}
+
 connect_rate() {  # connect_rate SYSTEM
   local system=$1
   port=$((port + 1))
@@ -171,6 +207,7 @@ for r in $(seq "$runs"); do
   for s in $systems; do iperf "$s"; done
   for s in $systems; do sockperf_tp "$s"; done
   for s in $systems; do redis "$s"; done
+  for s in $systems; do nginx_rps "$s"; done
   for s in $systems; do connect_rate "$s"; done
 done
 

@@ -22,13 +22,15 @@ METRICS = [
     ("sockperf_tp_gbps", "sockperf tp 65000 B", "Gbit/s", False),
     ("redis_set_rps", "redis SET -c50 -P16", "req/s", False),
     ("redis_get_rps", "redis GET -c50 -P16", "req/s", False),
+    ("nginx_rps", "nginx 4 workers + wrk -c16", "req/s", False),
     ("connect_rate", "connect+1B+close", "conn/s", False),
 ]
 # Verbs-only reference rows: (metric, label, the ferry metric it is compared with)
 REFERENCES = [("send64_p50", "verbs SEND/RECV 64 B p50 (ib_send_lat)", "pp64_p50")]
 # tag prefix of the logs each metric's ferry runs wrote
 LOG_PREFIX = {"pp64": "pp64.ferry.", "pp4096": "pp4096.ferry.", "iperf3": "iperf3.ferry.",
-              "sockperf_tp": "sptp.ferry.", "redis": "redis.ferry.", "connect_rate": "conn.ferry."}
+              "sockperf_tp": "sptp.ferry.", "redis": "redis.ferry.", "nginx": "nginx.ferry.",
+              "connect_rate": "conn.ferry."}
 
 
 def read_figures(results, metric, system):
