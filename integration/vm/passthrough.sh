@@ -9,9 +9,8 @@
 # (initdb and pgbench -i take minutes in the emulated VM: they run on the host).
 # Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
 # client = plain server, client under ferry (its upgrade is refused: no rdma_cm listener);
-# nodev = both under ferry with FERRY_DEVICES naming no device;
-# both = both under ferry, PostgreSQL only: the postmaster forks a backend per
-# connection and no process answers the client's upgrade request.
+# nodev = both under ferry with FERRY_DEVICES naming no device. (Both ends under ferry
+# with a device is no passthrough: PostgreSQL's backends upgrade their connections.)
 set -uo pipefail
 as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -37,7 +36,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ "$where" = vm ]; then
   ip=${TESTBED_IP:?run inside integration/testbed}
   setups="plain client nodev"
-  pg_setups="plain client both nodev"
+  pg_setups="plain client nodev"
   redis_n=$((secs * 1500))
 else
   ip=127.0.0.1
@@ -57,7 +56,7 @@ side() {
   local setup=$1 end=$2
   pre=()
   case $setup/$end in
-    ferry/*|both/*|client/client) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
+    ferry/*|client/client) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
     nodev/*) pre=(env FERRY_DEVICES=none FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
   esac
 }
