@@ -126,21 +126,7 @@ nginx_rps() {  # nginx_rps SYSTEM
   local system=$1 conf
   port=$((port + 1))
   conf=$out/logs/nginx.$port.conf
-  cat > "$conf" <<EOF
-worker_processes 4;
-daemon off;
-pid $www/nginx.$port.pid;
-error_log stderr warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_requests 1000000;
-  client_body_temp_path $www/body; proxy_temp_path $www/proxy; fastcgi_temp_path $www/fastcgi;
-  uwsgi_temp_path $www/uwsgi; scgi_temp_path $www/scgi;
-  server { listen $ip:$port; root $www; }
-}
-EOF
+  "$here/nginx-conf" "$ip" $port "$www" > "$conf"
   if pair "$system" nginx.$system.$r nginx -c "$conf" -e stderr -- \
        wrk -t 2 -c 16 -d "${secs}s" "http://$ip:$port/small" &&
      grep -q 'Requests/sec' "$out/logs/$tag.out" && ! grep -q 'Non-2xx' "$out/logs/$tag.out"; then
