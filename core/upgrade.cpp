@@ -3,6 +3,7 @@
 #include "core/claims.h"
 #include "core/config.h"
 #include "core/down.h"
+#include "core/endpoint.h"
 #include "core/forking.h"
 #include "core/fdtable.h"
 #include "core/libc.h"
@@ -14,13 +15,8 @@
 #include "core/stream.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
-#include <linux/tcp.h>
-#include <sys/ioctl.h>
 
-#include <cstddef>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -35,6 +31,12 @@ namespace ferry::upgrade {
 namespace {
 
 using poller::Clock;
+using endpoint::addresses;
+using endpoint::conn_key;
+using endpoint::is_loopback;
+using endpoint::port_of;
+using endpoint::tcp_counts;
+using endpoint::unmap;
 
 // What an rdma_cm id's context points at.
 struct Endpoint {
@@ -116,60 +118,6 @@ std::chrono::milliseconds accept_wait() { return std::chrono::milliseconds(confi
 
 std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
 
-// The address as one string for matching; v4-mapped IPv6 addresses read as IPv4.
-std::string ip_text(const sockaddr* a) {
-  char buf[INET6_ADDRSTRLEN] = "?";
-  if (a->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
-  } else if (a->sa_family == AF_INET6) {
-    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
-      inet_ntop(AF_INET, &v6.s6_addr[12], buf, sizeof buf);
-    } else {
-      inet_ntop(AF_INET6, &v6, buf, sizeof buf);
-    }
-  }
-  return buf;
-}
-
-uint16_t port_of(const sockaddr* a) {
-  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
-  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
-  return 0;
-}
-
-bool is_loopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
-  const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
-  if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
-  return IN6_IS_ADDR_LOOPBACK(&v6);
-}
-
-// rdma_cm wants plain IPv4 for v4-mapped peers.
-void unmap(sockaddr_storage& a) {
-  if (a.ss_family != AF_INET6) return;
-  auto* s6 = reinterpret_cast<sockaddr_in6*>(&a);
-  if (!IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) return;
-  sockaddr_in s4{};
-  s4.sin_family = AF_INET;
-  s4.sin_port = s6->sin6_port;
-  memcpy(&s4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
-  memset(&a, 0, sizeof a);
-  memcpy(&a, &s4, sizeof s4);
-}
-
-std::string key_of(const std::string& ip, uint16_t peer_port, uint16_t local_port) {
-  return ip + "|" + std::to_string(peer_port) + "|" + std::to_string(local_port);
-}
-
-bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer) {
-  socklen_t l = sizeof local, p = sizeof peer;
-  return real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &l) == 0 &&
-         real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &p) == 0 &&
-         (peer.ss_family == AF_INET || peer.ss_family == AF_INET6);
-}
-
 std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
                                 const sockaddr_storage& peer) {
   auto c = std::make_unique<Conn>();
@@ -179,25 +127,6 @@ std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockadd
   c->local_port = port_of(reinterpret_cast<const sockaddr*>(&local));
   c->peer_port = port_of(reinterpret_cast<const sockaddr*>(&peer));
   return c;
-}
-
-// The bytes the program has already written to and read from the TCP socket (a
-// connection may be set up after some traffic, e.g. a non-blocking connect settled by
-// its first send): the kernel's acknowledged and queued counts. The connecting side's
-// acknowledged count includes its SYN. False when the kernel cannot say, and then the
-// connection must stay on TCP.
-bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
-  tcp_info ti{};
-  socklen_t len = sizeof ti;
-  int outq = 0, inq = 0;
-  if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-      len < offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-    return false;
-  if (real.ioctl(fd, SIOCOUTQ, &outq) != 0 || real.ioctl(fd, SIOCINQ, &inq) != 0) return false;
-  uint64_t syn = client && ti.tcpi_bytes_acked > 0 ? 1 : 0;
-  sent = ti.tcpi_bytes_acked - syn + static_cast<uint64_t>(outq);
-  received = ti.tcpi_bytes_received - static_cast<uint64_t>(inq);
-  return true;
 }
 
 // Attaches a fresh Link to s, moves it to `upgrading` and starts watching its TCP side
@@ -239,7 +168,7 @@ void reject_st(rdma::CmId id);
 std::chrono::milliseconds gone_memory() { return std::min(accept_wait(), 2 * window()); }
 
 std::string key_of_conn(const Conn* c) {
-  return key_of(ip_text(reinterpret_cast<const sockaddr*>(&c->peer)), c->peer_port, c->local_port);
+  return conn_key(reinterpret_cast<const sockaddr*>(&c->peer), c->peer_port, c->local_port);
 }
 
 void remember_gone_st(const Conn* c) {
@@ -626,7 +555,7 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
     FERRY_LOG(info, "upgrade", "rejected a request on port %u: %s", l->port, wire::to_string(e));
     return reject_st(std::move(id));
   }
-  std::string key = key_of(ip_text(rdma_get_peer_addr(raw)), h.client_port, h.server_port);
+  std::string key = conn_key(rdma_get_peer_addr(raw), h.client_port, h.server_port);
   auto it = st().awaiting.find(key);
   if (l->redirect) {
     // Sent here by the listening process: only a connection we claimed qualifies.
@@ -792,6 +721,19 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   drop_st(c);
 }
 
+// Hands a handshake to the poller: a client resolves its route; a server waits for the
+// request, and claims the connection at once if another process's listener receives
+// it and the program already made its first data call (a reclaimed one always has).
+void launch(std::unique_ptr<Conn> conn) {
+  poller::submit([c = conn.release()] {
+    std::unique_ptr<Conn> owned(c);
+    adopt_st(std::move(owned));
+    if (c->link->client) return start_client_st(c);
+    start_server_st(c);
+    if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
+  });
+}
+
 // Either side of a fresh connection: the handshake starts in the background unless
 // the peer is loopback or the process has no RDMA.
 void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
@@ -810,17 +752,9 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
   if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
-  if (!client) conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+  if (!client) conn->key = key_of_conn(conn.get());
   conn->foreign = foreign;
-  poller::submit([c = conn.release(), client] {
-    std::unique_ptr<Conn> owned(c);
-    adopt_st(std::move(owned));
-    if (client) {
-      start_client_st(c);
-    } else {
-      start_server_st(c);
-    }
-  });
+  launch(std::move(conn));
 }
 
 }  // namespace
@@ -875,19 +809,13 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
   link->inherited = false;
   auto conn = make_conn(link, local, peer);
   if (!link->client) {
-    conn->key = key_of(ip_text(reinterpret_cast<sockaddr*>(&peer)), conn->peer_port, conn->local_port);
+    conn->key = key_of_conn(conn.get());
     conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
   }
   link->watching.store(poller::watch(fd, EPOLLIN | EPOLLRDHUP | EPOLLET, conn.get()));
   stats::add(stats::g.upgrades_started, 1);
   stats::add(stats::g.upgrades_reclaimed, 1);
-  poller::submit([c = conn.release()] {
-    std::unique_ptr<Conn> owned(c);
-    adopt_st(std::move(owned));
-    if (c->link->client) return start_client_st(c);
-    start_server_st(c);
-    claim_st(c);
-  });
+  launch(std::move(conn));
 }
 
 }  // namespace

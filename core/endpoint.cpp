@@ -1,0 +1,82 @@
+#include "core/endpoint.h"
+
+#include "core/libc.h"
+
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+
+#include <cstddef>
+#include <cstring>
+
+namespace ferry::endpoint {
+
+std::string ip_text(const sockaddr* a) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (a->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
+  } else if (a->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      inet_ntop(AF_INET, &v6.s6_addr[12], buf, sizeof buf);
+    } else {
+      inet_ntop(AF_INET6, &v6, buf, sizeof buf);
+    }
+  }
+  return buf;
+}
+
+uint16_t port_of(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return 0;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
+  return IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+void unmap(sockaddr_storage& a) {
+  if (a.ss_family != AF_INET6) return;
+  auto* s6 = reinterpret_cast<sockaddr_in6*>(&a);
+  if (!IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) return;
+  sockaddr_in s4{};
+  s4.sin_family = AF_INET;
+  s4.sin_port = s6->sin6_port;
+  memcpy(&s4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+  memset(&a, 0, sizeof a);
+  memcpy(&a, &s4, sizeof s4);
+}
+
+std::string conn_key(const sockaddr* peer, uint16_t peer_port, uint16_t local_port) {
+  return ip_text(peer) + "|" + std::to_string(peer_port) + "|" + std::to_string(local_port);
+}
+
+bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer) {
+  socklen_t l = sizeof local, p = sizeof peer;
+  return real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &l) == 0 &&
+         real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &p) == 0 &&
+         (peer.ss_family == AF_INET || peer.ss_family == AF_INET6);
+}
+
+bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
+  tcp_info ti{};
+  socklen_t len = sizeof ti;
+  int outq = 0, inq = 0;
+  if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    return false;
+  if (real.ioctl(fd, SIOCOUTQ, &outq) != 0 || real.ioctl(fd, SIOCINQ, &inq) != 0) return false;
+  uint64_t syn = client && ti.tcpi_bytes_acked > 0 ? 1 : 0;
+  sent = ti.tcpi_bytes_acked - syn + static_cast<uint64_t>(outq);
+  received = ti.tcpi_bytes_received - static_cast<uint64_t>(inq);
+  return true;
+}
+
+}  // namespace ferry::endpoint
