@@ -65,18 +65,61 @@ bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer) {
          (peer.ss_family == AF_INET || peer.ss_family == AF_INET6);
 }
 
-bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
-  tcp_info ti{};
+namespace {
+// The kernel's TCP states (tcpi_state), as include/net/tcp_states.h numbers them.
+enum : uint8_t { kFinWait1 = 4, kFinWait2 = 5, kTimeWait = 6, kCloseWait = 8, kLastAck = 9, kClosing = 11 };
+}  // namespace
+
+TcpCounts tcp_counts_of(const TcpSnapshot& k, bool client) {
+  // The kernel counts a SYN and a FIN as one sequence number each, and SIOCINQ leaves
+  // out a FIN that arrived; none of them is a byte of the stream.
+  const bool fin_out = k.state == kFinWait1 || k.state == kFinWait2 || k.state == kClosing ||
+                       k.state == kTimeWait || k.state == kLastAck;
+  const bool fin_in = k.state == kCloseWait || k.state == kLastAck || k.state == kClosing ||
+                      k.state == kTimeWait;
+  const uint64_t syn = client && k.acked > 0 ? 1 : 0;
+  TcpCounts c;
+  c.sent = k.acked + k.outq - syn - (fin_out && k.acked + k.outq > syn ? 1 : 0);
+  c.received = k.received - k.inq - (fin_in && k.received > k.inq ? 1 : 0);
+  return c;
+}
+
+namespace {
+
+bool info_of(int fd, tcp_info& ti) {
   socklen_t len = sizeof ti;
-  int outq = 0, inq = 0;
-  if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-      len < offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-    return false;
-  if (real.ioctl(fd, SIOCOUTQ, &outq) != 0 || real.ioctl(fd, SIOCINQ, &inq) != 0) return false;
-  uint64_t syn = client && ti.tcpi_bytes_acked > 0 ? 1 : 0;
-  sent = ti.tcpi_bytes_acked - syn + static_cast<uint64_t>(outq);
-  received = ti.tcpi_bytes_received - static_cast<uint64_t>(inq);
-  return true;
+  return real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+         len >= offsetof(tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received;
+}
+
+// Tries at a still moment before giving up: each needs the peer to send or acknowledge
+// nothing for the span of four system calls.
+constexpr int kSnapshotTries = 1000;
+
+}  // namespace
+
+bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received) {
+  // The queue lengths and the kernel's totals come from separate calls, and a segment
+  // or an acknowledgment arriving between them would skew the sum: a count short by the
+  // bytes that arrived leaves the stream waiting for them forever at the cutover. A
+  // snapshot counts only when the totals did not move across the queue lengths' reads.
+  for (int i = 0; i < kSnapshotTries; ++i) {
+    tcp_info before{}, after{};
+    int outq = 0, inq = 0;
+    if (!info_of(fd, before) || real.ioctl(fd, SIOCOUTQ, &outq) != 0 || real.ioctl(fd, SIOCINQ, &inq) != 0 ||
+        !info_of(fd, after))
+      return false;
+    if (before.tcpi_bytes_acked != after.tcpi_bytes_acked || before.tcpi_bytes_received != after.tcpi_bytes_received ||
+        before.tcpi_state != after.tcpi_state)
+      continue;
+    const TcpCounts c = tcp_counts_of(TcpSnapshot{after.tcpi_state, after.tcpi_bytes_acked, after.tcpi_bytes_received,
+                                                  static_cast<uint64_t>(outq), static_cast<uint64_t>(inq)},
+                                      client);
+    sent = c.sent;
+    received = c.received;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace ferry::endpoint

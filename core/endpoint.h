@@ -21,9 +21,22 @@ std::string conn_key(const sockaddr* peer, uint16_t peer_port, uint16_t local_po
 bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer);
 // The bytes the program has already written to and read from the TCP socket (a
 // connection may be set up after some traffic, e.g. a non-blocking connect settled by
-// its first send): the kernel's acknowledged and queued counts. The connecting side's
-// acknowledged count includes its SYN. False when the kernel cannot say, and then the
+// its first send): the kernel's acknowledged and queued counts, read at a moment when
+// no segment arrived in between. False when the kernel cannot say, and then the
 // connection must stay on TCP.
 bool tcp_counts(int fd, bool client, uint64_t& sent, uint64_t& received);
+
+// One consistent reading of the kernel's counts (tcp_info's state, bytes_acked and
+// bytes_received; SIOCOUTQ and SIOCINQ).
+struct TcpSnapshot {
+  uint8_t state;
+  uint64_t acked, received, outq, inq;
+};
+struct TcpCounts {
+  uint64_t sent = 0, received = 0;
+};
+// The stream's byte counts in a snapshot: the connecting side's acknowledged count
+// includes its SYN, and a FIN sent or received takes a sequence number too.
+TcpCounts tcp_counts_of(const TcpSnapshot& k, bool client);
 
 }  // namespace ferry::endpoint
