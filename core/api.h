@@ -71,5 +71,11 @@ long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, 
 
 // processes (api_process.cpp)
 long fork() noexcept;
+long execve(const char* path, char* const argv[], char* const envp[]) noexcept;
+long execv(const char* path, char* const argv[]) noexcept;
+long execvp(const char* file, char* const argv[]) noexcept;
+long execvpe(const char* file, char* const argv[], char* const envp[]) noexcept;
+long execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) noexcept;
+long fexecve(int fd, char* const argv[], char* const envp[]) noexcept;
 
 }  // namespace ferry::api

@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "core/fdprobe.h"
 #include "core/fdtable.h"
+#include "core/handoff.h"
 #include "core/socket.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -186,6 +187,7 @@ long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, so
 long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
   Upgraded s{fd};
   if (s) return upgraded_sendmsg(fd, *s, msg, flags);
+  if (msg && msg->msg_controllen) handoff::before_passing(msg);
   return tx(fd, s.tracked, sys(real.sendmsg(fd, msg, flags)));
 }
 
@@ -200,6 +202,8 @@ long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
     }
     return i;
   }
+  for (unsigned i = 0; i < n; ++i)
+    if (vec[i].msg_hdr.msg_controllen) handoff::before_passing(&vec[i].msg_hdr);
   long r = sys(real.sendmmsg(fd, vec, n, flags));
   for (long i = 0; i < r; ++i) tx(fd, s.tracked, vec[i].msg_len);
   return r;

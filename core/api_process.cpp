@@ -1,5 +1,8 @@
 #include "core/api.h"
 
+#include "core/handoff.h"
+#include "core/runtime.h"
+
 namespace ferry::api {
 
 // glibc's fork runs ferry's pthread_atfork handlers (core/forking.h), as it does for
@@ -8,5 +11,44 @@ namespace ferry::api {
 // and counters, and makes its RDMA connections with its own rdma_cm channel and device
 // contexts.
 long fork() noexcept { return sys(real.fork()); }
+
+// Upgraded connections whose descriptors survive an exec go back to kernel TCP first
+// (core/handoff.h): the new program, under ferry or not, cannot reach this one's RDMA
+// side. If the exec then fails, they stay on TCP. FERRY_STATS prints the counters so
+// far, as at an exit: the new program's ferry counts afresh.
+void before_exec() {
+  handoff::before_exec();
+  runtime::finish();
+}
+
+long execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.execve(path, argv, envp));
+}
+
+long execv(const char* path, char* const argv[]) noexcept {
+  before_exec();
+  return sys(real.execv(path, argv));
+}
+
+long execvp(const char* file, char* const argv[]) noexcept {
+  before_exec();
+  return sys(real.execvp(file, argv));
+}
+
+long execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.execvpe(file, argv, envp));
+}
+
+long execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) noexcept {
+  before_exec();
+  return sys(real.execveat(dirfd, path, argv, envp, flags));
+}
+
+long fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.fexecve(fd, argv, envp));
+}
 
 }  // namespace ferry::api

@@ -14,6 +14,8 @@ namespace {
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 // On a send request's wr_id: its completion confirms a message (post_control_st).
 constexpr uint64_t kConfirmTag = uint64_t{1} << 62;
+// On a send request's wr_id: its completion confirms the hand-off message.
+constexpr uint64_t kHandoffTag = uint64_t{1} << 61;
 constexpr uint32_t kSlot = wire::kControlSize;
 // A spinning waiter polls the CQ one look in this many (look_st).
 constexpr uint32_t kCqEvery = 8;
@@ -280,6 +282,17 @@ bool Channel::post_records_st(const ring::Record* r, int n) {
 }
 
 bool Channel::post_control_st(const wire::Control& c, bool confirm) {
+  return post_tagged_st(c, confirm ? kConfirmTag : 0);
+}
+
+bool Channel::hand_off_st() {
+  if (rx_left_) return true;
+  if (!post_tagged_st(wire::Control{wire::Op::handoff, payload_read_}, kHandoffTag)) return false;
+  rx_left_ = true;
+  return true;
+}
+
+bool Channel::post_tagged_st(const wire::Control& c, uint64_t tag) {
   if (failed() || !reserve_sq_st(1)) return false;
   uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
   ctl_next_ = (ctl_next_ + 1) % kSendDepth;
@@ -291,9 +304,9 @@ bool Channel::post_control_st(const wire::Control& c, bool confirm) {
   wr.opcode = IBV_WR_SEND;
   if (kSlot <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
   uint32_t flag = signal_flag_st(1);
-  if (confirm) flag = IBV_SEND_SIGNALED;
+  if (tag) flag = IBV_SEND_SIGNALED;
   wr.send_flags |= flag;
-  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) | (confirm ? kConfirmTag : 0) : 0;
+  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) | tag : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
@@ -393,6 +406,7 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
 }
 
 size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
+  if (rx_left_) return 0;
   IovCursor to{iov, iovcnt};
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
@@ -456,6 +470,12 @@ void Channel::handle_control_st(const wire::Control& c) {
     case wire::Op::wake:
       rx_flow_.on_wake();
       break;
+    case wire::Op::handoff:
+      if (c.value > payload_written_) fail_st("peer's hand-off names bytes we never wrote");
+      peer_handoff_ = true;
+      peer_handoff_read_ = c.value;
+      ++rx_events_;
+      break;
   }
 }
 
@@ -494,7 +514,8 @@ bool Channel::progress_st() {
         changed = true;
       } else {
         if (w.wr_id & kConfirmTag) confirmed_ = true;
-        sq_outstanding_ -= static_cast<int>(w.wr_id & ~kConfirmTag);
+        if (w.wr_id & kHandoffTag) handoff_confirmed_ = true;
+        sq_outstanding_ -= static_cast<int>(w.wr_id & ~(kConfirmTag | kHandoffTag));
         changed = true;  // send space may have opened up
       }
     }

@@ -138,7 +138,7 @@ class Channel {
     return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
            sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
-  size_t readable_st() const { return rx_.readable(); }
+  size_t readable_st() const { return rx_left_ ? 0 : rx_.readable(); }
   // Takes in the records that landed since the last look, without polling the CQ: bytes
   // only. True when some did.
   bool scan_st();
@@ -164,6 +164,15 @@ class Channel {
   // confirmed_st() is true (the peer has it).
   bool post_control_st(const wire::Control& c, bool confirm = false);
   bool confirmed_st() const { return confirmed_; }
+  // The connection is handed to TCP (core/down.h): tells the peer how many payload
+  // bytes were read from the ring, and reads no more from it; the peer resends the rest
+  // over TCP. handed_off_st() once the peer has the message. False if it cannot go.
+  bool hand_off_st();
+  bool handed_off_st() const { return handoff_confirmed_; }
+  // The peer handed the connection to TCP, having read peer_handoff_read() payload
+  // bytes of ours from its ring.
+  bool peer_handoff() const { return peer_handoff_; }
+  uint64_t peer_handoff_read() const { return peer_handoff_read_; }
 
   // What a downgrade needs (core/down.h). Payload bytes taken into the peer's ring and
   // read out of ours since the connection was upgraded:
@@ -210,6 +219,8 @@ class Channel {
   void repost_st(int slot);
   bool flush_reposts_st();
   bool post_records_st(const ring::Record* r, int n);
+  // A control message; a non-zero `tag` asks for its completion, which sets that tag's flag.
+  bool post_tagged_st(const wire::Control& c, uint64_t tag);
   size_t write_st(const iovec* iov, int iovcnt, size_t max);
   void drain_st();
   bool reserve_sq_st(int wrs);
@@ -256,6 +267,10 @@ class Channel {
   uint64_t queue_limit_ = 0;
   bool fin_pending_ = false;  // finish_st() waits for the queue to drain
   bool confirmed_ = false;    // a confirm message's completion came
+  bool rx_left_ = false;      // hand_off_st() ran: the ring is read no more
+  bool handoff_confirmed_ = false;
+  bool peer_handoff_ = false;
+  uint64_t peer_handoff_read_ = 0;
   bool left_ = false;         // take_unacked_st() ran: the ring takes no more
   uint64_t payload_written_ = 0, payload_read_ = 0;
   bool writing_ = false;      // inside write_st: the ring's next records are being planned

@@ -91,9 +91,31 @@ void ensure(int fd, Link& link, bool verify = false) {
   if (lost && raw->fd.load() >= 0) real.close(own::release(raw->fd));
 }
 
-// Builds the send side's backlog once the peer has confirmed our cutover. Needs
-// down_mu.
+// The connection cannot go on intact: TCP is reset, and both directions say so.
+// Needs down_mu and the channel's lock.
+void reset_locked(Link& link, DownState& st, int fd, const char* why) {
+  link.tx_left.store(true);
+  link.channel->leave_st();
+  stats::add(stats::g.downgrade_resets, 1);
+  FERRY_LOG(info, "down", "%s: reset", why);
+  if (fd >= 0) reset(fd);
+  std::vector<uint8_t>().swap(st.backlog);
+  st.tx = DownState::Tx::broken;
+  st.tx_error = ECONNRESET;
+  st.rx = DownState::Rx::ended;
+  st.verdict = -ECONNRESET;
+}
+
+// We handed the connection to TCP: the peer resends from exactly where we stopped
+// reading the ring, with no header, so TCP's bytes are the program's from here on.
+void settle_rx_locked(Link& link, DownState& st) {
+  if (st.rx == DownState::Rx::ring && link.handed_off.load()) st.rx = DownState::Rx::plain;
+}
+
+// Builds the send side's backlog once the peer has confirmed our cutover (and, for a
+// hand-off of ours, our hand-off message). Needs down_mu.
 void build_tx_locked(Link& link, DownState& st) {
+  settle_rx_locked(link, st);
   if (st.tx != DownState::Tx::waiting) return;
   Channel& ch = *link.channel;
   std::lock_guard<Lock> lock(ch.mu());
@@ -105,20 +127,20 @@ void build_tx_locked(Link& link, DownState& st) {
     st.tx = DownState::Tx::done;
     return;
   }
-  if (!ch.confirmed_st()) {
-    if (!ch.failed()) return;  // its completion will come
-    // The peer may or may not know where our ring bytes begin: no stream it could
-    // read is sure to be right, so the connection resets rather than guess.
-    link.tx_left.store(true);
-    ch.leave_st();
-    stats::add(stats::g.downgrade_resets, 1);
-    FERRY_LOG(info, "down", "the RDMA side failed before the peer confirmed the cutover: reset");
-    if (fd >= 0) reset(fd);
-    st.tx = DownState::Tx::broken;
-    st.tx_error = ECONNRESET;
-    st.rx = DownState::Rx::ended;
-    st.verdict = -ECONNRESET;
-    return;
+  // The peer handed the connection over: whoever reads TCP next may not be ferry, so
+  // the bytes resume exactly past what the peer read from its ring, with no header.
+  const bool headerless = ch.peer_handoff();
+  if (!headerless) {
+    // Our header must not reach the peer before it knows where our ring's bytes begin,
+    // nor, for a hand-off of ours, before our hand-off message (it decides the peer's
+    // own resend).
+    if (!ch.confirmed_st() || (link.handed_off.load() && !ch.handed_off_st())) {
+      if (!ch.failed()) return;  // the completion will come
+      // The peer may or may not know where our ring bytes begin: no stream it could
+      // read is sure to be right, so the connection resets rather than guess.
+      reset_locked(link, st, fd, "the RDMA side failed before the peer confirmed our messages");
+      return;
+    }
   }
   if (fd < 0 || tcp_over(fd)) {
     // The peer's process is gone: there is nobody to resend to.
@@ -127,21 +149,27 @@ void build_tx_locked(Link& link, DownState& st) {
     st.tx = DownState::Tx::broken;
     return;
   }
-  st.backlog.resize(downgrade::kHeaderSize);
+  const size_t head = headerless ? 0 : downgrade::kHeaderSize;
+  st.backlog.resize(head);
   const int64_t resent = ch.take_unacked_st(st.backlog);
   link.tx_left.store(true);
   if (resent < 0) {
-    stats::add(stats::g.downgrade_resets, 1);
-    FERRY_LOG(info, "down", "the staging area does not hold the unconfirmed records: reset");
-    reset(fd);
-    st.backlog.clear();
-    st.tx = DownState::Tx::broken;
-    st.tx_error = ECONNRESET;
+    reset_locked(link, st, fd, "the staging area does not hold the unconfirmed records");
     return;
   }
-  const uint64_t offset = link.tcp_sent + ch.payload_written_st() - static_cast<uint64_t>(resent);
-  downgrade::encode(downgrade::Header{offset}, st.backlog.data());
-  stats::add(stats::g.bytes_resent, st.backlog.size() - downgrade::kHeaderSize);
+  // Stream offset of the first resent byte, in ring payload bytes and overall.
+  const uint64_t from_ring = ch.payload_written_st() - static_cast<uint64_t>(resent);
+  if (headerless) {
+    uint64_t skip = 0;
+    if (!downgrade::skip_to(from_ring, ch.peer_handoff_read(), static_cast<uint64_t>(resent), skip)) {
+      reset_locked(link, st, fd, "the peer's hand-off names bytes it was never credited for");
+      return;
+    }
+    st.backlog.erase(st.backlog.begin(), st.backlog.begin() + static_cast<std::ptrdiff_t>(skip));
+  } else {
+    downgrade::encode(downgrade::Header{link.tcp_sent + from_ring}, st.backlog.data());
+  }
+  stats::add(stats::g.bytes_resent, st.backlog.size() - head);
   st.at = 0;
   st.fin = link.fin_sent.load();
   st.tx = DownState::Tx::writing;
@@ -183,6 +211,7 @@ long verdict(Link& link) {
 // header once the ring is empty, and through the header and the overlap. Needs
 // down_mu (and the socket's rx_mu, or the knowledge that no receive runs: a try).
 void advance_rx_locked(int fd, Link& link, DownState& st) {
+  settle_rx_locked(link, st);
   if (st.rx == DownState::Rx::ring) {
     Channel& ch = *link.channel;
     std::lock_guard<Lock> lock(ch.mu());
@@ -230,9 +259,20 @@ bool done_locked(const DownState& st) {
 
 void want(Link& link, Why why) noexcept {
   if (link.down.exchange(true)) return;
-  stats::add(why == Why::peer ? stats::g.downgrades_peer : stats::g.downgrades_failover, 1);
-  FERRY_LOG(info, "down", "connection goes back to TCP: %s",
-            why == Why::peer ? "the peer went back" : "its RDMA side failed");
+  switch (why) {
+    case Why::failed:
+      stats::add(stats::g.downgrades_failover, 1);
+      FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA side failed");
+      break;
+    case Why::peer:
+      stats::add(stats::g.downgrades_peer, 1);
+      FERRY_LOG(info, "down", "connection goes back to TCP: the peer went back");
+      break;
+    case Why::handoff:
+      stats::add(stats::g.downgrades_handoff, 1);
+      FERRY_LOG(info, "down", "connection goes back to TCP: handed over to another program");
+      break;
+  }
   link.signal.bump();
 }
 
@@ -334,6 +374,16 @@ Send look_tx(int fd, Link& link, int& err) noexcept {
     case DownState::Tx::broken: err = st.tx_error; return Send::dead;
   }
   return Send::dead;
+}
+
+void give_up(int fd, Link& link, const char* why) noexcept {
+  ensure(fd, link);
+  std::lock_guard<Lock> lock(link.down_mu);
+  DownState& st = *link.down_state;
+  if (st.tx == DownState::Tx::broken) return;
+  std::lock_guard<Lock> chl(link.channel->mu());
+  reset_locked(link, st, fd, why);
+  link.signal.bump();
 }
 
 long shutdown_write(int fd, Link& link) noexcept {

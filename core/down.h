@@ -25,10 +25,20 @@
 
 namespace ferry::down {
 
-enum class Why { failed, peer };
+// failed: the RDMA side failed; peer: the peer went back first; handoff: either end
+// hands the connection to another program (exec, SCM_RIGHTS), which may not be ferry.
+enum class Why { failed, peer, handoff };
 
 // Marks the connection for downgrade (once; counted by why) and wakes its waiters.
 void want(Link& link, Why why) noexcept;
+
+// Whether a look under the channel's lock finds that the connection must leave RDMA,
+// and why: the peer handed it to TCP, or the RDMA side failed, its peer's rdma_cm
+// side left, or the send side already left the ring.
+inline bool leaving_st(const Link& link, const Channel& ch, Why& why) {
+  why = ch.peer_handoff() ? Why::handoff : Why::failed;
+  return ch.peer_handoff() || ch.failed() || link.peer_gone.load() || link.tx_left.load();
+}
 
 // Whether bytes wait on TCP while the receive side reads the ring past the peer's
 // cutover point: the peer went back to TCP. Asks the kernel only when the poller saw
@@ -48,6 +58,10 @@ enum class Send { wait, direct, dead };
 // Advances the send side (builds and writes the backlog). `err`: with dead, the error
 // a send reports (0: EPIPE).
 Send look_tx(int fd, Link& link, int& err) noexcept;
+
+// The connection cannot be handed over intact (core/handoff.h): TCP is reset, as a
+// connection whose stream cannot go on.
+void give_up(int fd, Link& link, const char* why) noexcept;
 
 // The program shut its sending side: after the backlog, TCP's own shutdown.
 long shutdown_write(int fd, Link& link) noexcept;

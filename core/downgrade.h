@@ -59,6 +59,16 @@ int64_t resend(const uint8_t* staging, uint64_t capacity, uint64_t from, uint64_
 // it took (TCP before the cutover, then ring), less the bytes resend() passes.
 inline uint64_t resend_offset(uint64_t sent_offset, uint64_t resent) { return sent_offset - resent; }
 
+// A hand-off (no header): the peer read `peer_read` ring payload bytes of ours and
+// wants the rest. The resent bytes start at ring payload offset `from` (its last
+// credit) and number `resent`: `skip` of them it already has. False when the peer
+// names bytes before its credit or past what was written: a broken peer.
+inline bool skip_to(uint64_t from, uint64_t peer_read, uint64_t resent, uint64_t& skip) {
+  if (peer_read < from || peer_read - from > resent) return false;
+  skip = peer_read - from;
+  return true;
+}
+
 // The receiver's side: of a stream that resumes at header.offset, how many leading
 // bytes it already consumed (`consumed`: its own stream offset) and must drop.
 // `most` bounds an honest overlap: the peer can only resend what its staging area held,

@@ -110,6 +110,9 @@ struct Link {
   // Set under the channel's lock when the send side left the ring: no cutover, no
   // byte goes into the ring from then on.
   std::atomic<bool> tx_left{false};
+  // Set under the channel's lock when this end handed the connection to TCP (its
+  // hand-off message posted): the ring is read no more, and no cutover follows.
+  std::atomic<bool> handed_off{false};
   // Serializes the downgrade's steps; taken before the channel's lock, never held
   // while sleeping.
   Lock down_mu;

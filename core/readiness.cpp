@@ -38,7 +38,7 @@ State of(int fd, Link& link) noexcept {
   if (link.down.load(std::memory_order_relaxed)) return down::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
-  bool writable, fin, dead, tcp_pending, left_unread;
+  bool writable, fin, dead, tcp_pending, left_unread, handoff;
   {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
@@ -48,6 +48,7 @@ State of(int fd, Link& link) noexcept {
     writable = ch.writable_st();
     fin = ch.peer_fin();
     dead = ch.failed();
+    handoff = ch.peer_handoff();
     left_unread = ch.peer_left_unread_st();
     tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover();
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
@@ -55,6 +56,10 @@ State of(int fd, Link& link) noexcept {
     st.tx_events = ch.tx_events_st();
   }
   dead = dead || link.peer_gone.load();
+  if (handoff) {
+    down::want(link, down::Why::handoff);  // the peer reads TCP only from now on
+    return down::state(fd, link);
+  }
   if (dead && !fin) {
     down::want(link, down::Why::failed);  // the stream goes on over TCP
     return down::state(fd, link);

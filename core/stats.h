@@ -32,6 +32,7 @@ namespace ferry::stats {
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \
   X(downgrades_peer, "connections that went back to TCP: the peer went back first") \
+  X(downgrades_handoff, "connections that went back to TCP: handed to another program by either end") \
   X(downgrade_resets, "connections reset: the RDMA side failed where no stream could resume") \
   X(bytes_resent, "bytes sent again over TCP after a downgrade (the peer had not confirmed them)") \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \

@@ -150,6 +150,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   if (link.down.load(std::memory_order_relaxed)) return {RxStep::down};
   const bool est = link.established();
   bool cut_known = false, from_ring = false, fin = false, dead = false;
+  down::Why why = down::Why::failed;
   uint64_t cut = 0;
   size_t ring_bytes = 0;
   if (est) {
@@ -168,7 +169,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       Slice rest(iov, iovcnt, got, total - got, total);
       ring_bytes = ch.recv_st(rest.v, rest.n, peek);
       fin = ch.peer_fin();
-      dead = ch.failed();
+      dead = down::leaving_st(link, ch, why);
     }
   }
   if (from_ring) {
@@ -179,8 +180,8 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       return {RxStep::again};
     }
     if (fin) return {RxStep::done, end_of_stream(got, "the peer finished")};
-    if (dead || link.peer_gone.load()) {
-      down::want(link, down::Why::failed);  // the stream goes on over TCP
+    if (dead) {
+      down::want(link, why);  // the stream goes on over TCP
       return {RxStep::again};
     }
     if (down::peer_went_back(fd, link)) {
@@ -401,7 +402,12 @@ uint64_t queue_limit(const Socket& s, const Channel& ch) {
 bool cut_over(Socket& s, Link& link) noexcept {
   if (link.tx_cut) return true;
   std::lock_guard<Lock> lock(link.channel->mu());
-  if (link.tx_left.load()) return false;  // going back to TCP: the ring takes nothing
+  if (link.tx_left.load() || link.handed_off.load()) return false;  // going back to TCP: the ring takes nothing
+  if (link.channel->peer_handoff()) {
+    // The peer reads TCP only from now on: this side never cuts over.
+    down::want(link, down::Why::handoff);
+    return false;
+  }
   // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
   // ring's bytes begin (core/down.h).
   if (!link.channel->post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return false;
@@ -453,6 +459,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     const uint32_t seen = link.signal.load();
     size_t k = 0;
     bool dead = false, read_past = false;
+    down::Why why = down::Why::failed;
     {
       std::unique_lock<Lock> tx(s.tx_mu);
       if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
@@ -476,13 +483,13 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (!ch.fits_st(total - sent)) ch.progress_st();
-      dead = ch.failed() || link.peer_gone.load() || link.tx_left.load();
+      dead = down::leaving_st(link, ch, why);
       read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
       Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
     }
     if (dead) {
-      down::want(link, down::Why::failed);  // the stream goes on over TCP
+      down::want(link, why);  // the stream goes on over TCP
       continue;
     }
     if (k == 0 && read_past && down::peer_went_back(fd, link)) {
@@ -617,6 +624,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     }
     const uint32_t seen = link.signal.load();
     bool dead = false;
+    down::Why why = down::Why::failed;
     if (link.down.load()) {
       int err = 0;
       const down::Send how = down::look_tx(fd, link, err);
@@ -647,7 +655,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (ch.room_st() == 0) ch.progress_st();
-      dead = ch.failed() || link.peer_gone.load() || link.tx_left.load();
+      dead = down::leaving_st(link, ch, why);
       const size_t room = dead ? 0 : ch.room_st();
       if (room > 0) {
         // Only what the connection takes now leaves the pipe.
@@ -661,7 +669,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       }
     }
     if (dead) {
-      down::want(link, down::Why::failed);
+      down::want(link, why);
       continue;
     }
     if (s.nonblocking.load()) return -EAGAIN;
@@ -715,6 +723,54 @@ void end_send_side(Socket& s, Link& link, bool abortive) noexcept {
     link.channel->finish_st();
   }
   link.fin_sent = true;
+}
+
+long hand_off(int fd, Socket& s) noexcept {
+  if (!s.link || s.link->inherited || s.transport() == Transport::kernel) return 0;
+  if (upgrade::forgo(s)) return 0;  // never committed: TCP for good
+  Link& link = *s.link;
+  const int64_t settle = now_us() + (static_cast<int64_t>(config().upgrade_timeout_ms) + 1000) * 1000;
+  // A handshake in flight settles first: once the peer cut over, only this side can
+  // tell it where to resend from.
+  while (link.phase.load() == Link::Phase::handshake && now_us() < settle) {
+    const uint32_t seen = link.signal.load();
+    if (link.phase.load() != Link::Phase::handshake) break;
+    wait_for(link, seen, std::min<int64_t>(settle, now_us() + 10000));
+  }
+  if (s.transport() == Transport::kernel) return 0;
+  if (!link.established()) return 0;  // still not settled: it never reached RDMA
+  bool began = false;
+  {
+    std::lock_guard<Lock> rx(s.rx_mu);
+    std::lock_guard<Lock> tx(s.tx_mu);
+    std::lock_guard<Lock> lock(link.channel->mu());
+    if (!link.down.load()) {
+      link.channel->progress_st();
+      if (link.channel->hand_off_st()) {
+        link.handed_off.store(true);
+        down::want(link, down::Why::handoff);
+        began = true;
+      }
+    }
+  }
+  if (!began) down::want(link, down::Why::failed);
+  // The backlog may wait for the peer's reader: as long as a blocked send would.
+  const int64_t until = now_us() + 10 * 1000000;
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    int err = 0;
+    const down::Send how = down::look_tx(fd, link, err);
+    (void)down::readable(fd, link);  // moves the receive side on
+    down::finish_if_done(link);
+    if (s.transport() == Transport::kernel) return 0;
+    if (how == down::Send::dead) return -(err ? err : EPIPE);
+    if (now_us() >= until) {
+      FERRY_LOG(warn, "handoff", "fd %d: could not go back to TCP intact before leaving the program", fd);
+      down::give_up(fd, link, "the hand-off did not finish");
+      return -ETIMEDOUT;
+    }
+    wait_for(link, seen, until);
+  }
 }
 
 void sndbuf_changed(Socket& s) noexcept {

@@ -27,6 +27,12 @@ bool cut_over(Socket& s, Link& link) noexcept;
 // queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and
 // no kernel send running.
 void end_send_side(Socket& s, Link& link, bool abortive) noexcept;
+// Moves the connection back to kernel TCP before it leaves this program (exec,
+// SCM_RIGHTS): the peer resends what this side did not read, with no header, and this
+// side's backlog goes out first, so whoever reads or writes the socket next sees the
+// plain stream. Waits for an upgrade in flight to settle and for the backlog to reach
+// the kernel. 0, or -errno when it could not be done intact (the connection is reset).
+long hand_off(int fd, Socket& s) noexcept;
 // Bytes a recv could return now (FIONREAD / SIOCINQ).
 long readable(int fd, Socket& s) noexcept;
 // Bytes accepted by sends and not yet handed to the peer (SIOCOUTQ / SIOCOUTQNSD).

@@ -841,6 +841,16 @@ void first_data_call(int fd, Socket& s) noexcept {
   });
 }
 
+bool forgo(Socket& s) noexcept {
+  if (!s.link || s.link->arm.load() != Link::undecided || !s.transition(Transport::upgrading, Transport::kernel))
+    return false;
+  // The poller's side of it (a request held for the first data call) times out.
+  s.link->phase.store(Link::Phase::failed, std::memory_order_release);
+  s.kernel_for_good.store(true, std::memory_order_release);
+  s.link->signal.bump();
+  return true;
+}
+
 void before_fork() noexcept { g_spare.make(); }
 
 void after_fork_child() noexcept {

@@ -24,6 +24,9 @@ void first_data_call(int fd, Socket& s) noexcept;
 void closing(int fd, Socket& s) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
+// The connection leaves this program's hands (core/handoff.h): if its upgrade never
+// began (no data call yet), it stays on TCP for good. True then.
+bool forgo(Socket& s) noexcept;
 
 // In a forked child: connections the parent had not used yet upgrade again at the
 // child's first data call; others still upgrading stay on TCP here; upgraded ones

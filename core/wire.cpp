@@ -136,7 +136,7 @@ void encode(const Control& c, uint8_t out[kControlSize]) {
 bool decode(const void* data, size_t len, Control& out) {
   if (!data || len != kControlSize) return false;
   const auto* p = static_cast<const uint8_t*>(data);
-  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::wake)) return false;
+  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::handoff)) return false;
   out.op = static_cast<Op>(p[0]);
   out.count = get32(p + 4);
   out.value = get64(p + 8);

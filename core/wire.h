@@ -10,8 +10,8 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 5;  // 2: records found in memory (core/records.h); 3: whole records;
-                                  // 4: failover to TCP (core/down.h); 5: redirects
+constexpr uint8_t kVersion = 6;  // 2: records found in memory (core/records.h); 3: whole records;
+                                  // 4: failover to TCP (core/down.h); 5: redirects; 6: hand-offs
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {
@@ -64,6 +64,8 @@ enum class Op : uint8_t {
   fin = 4,      // value: sender's final write cursor; no more data (shutdown(SHUT_WR) / close)
   sleep = 5,    // value: receiver's produced cursor; count: writes to carry an immediate
   wake = 6,     // value: sender's write cursor; it wrote past where the sleeper had looked
+  handoff = 7,  // value: payload bytes the sender read from its ring, where it stopped for good;
+                // the receiver resends the rest over TCP with no header (core/down.h)
 };
 struct Control {
   Op op = Op::credit;

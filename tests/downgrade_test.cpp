@@ -41,6 +41,20 @@ TEST(Downgrade, OverlapIsWhatTheReceiverAlreadyConsumed) {
   EXPECT_FALSE(overlap(kCap + 1000, Header{999}, kCap, drop));  // more than a ring back
 }
 
+TEST(Downgrade, HandOffSkipsExactlyWhatThePeerReadFromItsRing) {
+  uint64_t skip = 99;
+  // Credited up to ring payload offset 1000, 500 bytes resent: a peer that read 1200
+  // has 200 of them.
+  ASSERT_TRUE(skip_to(1000, 1200, 500, skip));
+  EXPECT_EQ(skip, 200u);
+  ASSERT_TRUE(skip_to(1000, 1000, 500, skip));  // read nothing past its credit
+  EXPECT_EQ(skip, 0u);
+  ASSERT_TRUE(skip_to(1000, 1500, 500, skip));  // read everything written
+  EXPECT_EQ(skip, 500u);
+  EXPECT_FALSE(skip_to(1000, 999, 500, skip));   // before its own credit
+  EXPECT_FALSE(skip_to(1000, 1501, 500, skip));  // past what was written
+}
+
 TEST(Downgrade, ResumeTakesAHeaderInPiecesThenDropsTheOverlap) {
   uint8_t stream[kHeaderSize + 10];
   encode(Header{100}, stream);

@@ -104,7 +104,7 @@ TEST(Wire, RandomBytesNeverDecodeAsAHello) {
 
 TEST(Wire, ControlRoundTripAndRejects) {
   uint8_t buf[kControlSize];
-  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin, Op::sleep, Op::wake}) {
+  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin, Op::sleep, Op::wake, Op::handoff}) {
     encode(Control{op, 0x0123456789abcdefULL, 0x8badf00d}, buf);
     Control c;
     ASSERT_TRUE(decode(buf, sizeof buf, c));
@@ -118,7 +118,7 @@ TEST(Wire, ControlRoundTripAndRejects) {
   EXPECT_FALSE(decode(buf, sizeof buf, c));
   buf[0] = 99;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
-  buf[0] = static_cast<uint8_t>(Op::wake) + 1;
+  buf[0] = static_cast<uint8_t>(Op::handoff) + 1;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
 }
 
