@@ -1,6 +1,7 @@
 #include "core/api.h"
 
 #include "core/epoll_set.h"
+#include "core/handoff.h"
 #include "core/fdtable.h"
 #include "core/own_fd.h"
 #include "core/stream.h"
@@ -139,7 +140,7 @@ long fcntl(int fd, int cmd, void* arg) noexcept {
 
 long ioctl(int fd, unsigned long request, void* arg) noexcept {
   if ((request == FIONREAD || request == SIOCOUTQ || request == SIOCOUTQNSD) && arg) {
-    if (SocketRef s = fd_table().get(fd); s && s->transport() != Transport::kernel) {
+    if (SocketRef s = fd_table().get(fd); s && handoff::carried(*s)) {
       long n = request == FIONREAD ? stream::readable(fd, *s) : stream::unsent(fd, *s);
       if (n < 0) return n;
       *static_cast<int*>(arg) = static_cast<int>(n);

@@ -6,6 +6,7 @@
 #include "core/fdprobe.h"
 #include "core/fdtable.h"
 #include "core/handoff.h"
+#include "core/link.h"
 #include "core/socket.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -54,6 +55,8 @@ struct Upgraded : FdTable::Borrowed {
     fd_table().borrow(fd, *this);
     tracked = get() != nullptr;
     on_rdma = tracked && get()->transport() != Transport::kernel;
+    // An inherited connection an ancestor upgraded: its owner hands it over first.
+    if (on_rdma && get()->link->orphaned) on_rdma = handoff::carried(*get());
     if (!on_rdma) reset();
   }
   explicit operator bool() const { return on_rdma; }

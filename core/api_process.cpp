@@ -10,7 +10,11 @@ namespace ferry::api {
 // socket as is, keeps connections that were still upgrading on TCP, gets its own log
 // and counters, and makes its RDMA connections with its own rdma_cm channel and device
 // contexts.
-long fork() noexcept { return sys(real.fork()); }
+long fork() noexcept {
+  const long r = sys(real.fork());
+  if (r < 0) handoff::fork_failed();
+  return r;
+}
 
 // Upgraded connections whose descriptors survive an exec go back to kernel TCP first
 // (core/handoff.h): the new program, under ferry or not, cannot reach this one's RDMA

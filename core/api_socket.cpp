@@ -2,6 +2,7 @@
 
 #include "core/claims.h"
 #include "core/config.h"
+#include "core/handoff.h"
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/stats.h"
@@ -141,7 +142,7 @@ void settle_connect(int fd) noexcept {
 }
 
 long shutdown(int fd, int how) noexcept {
-  if (SocketRef s = fd_table().get(fd); s && s->transport() != Transport::kernel) return stream::shutdown(fd, *s, how);
+  if (SocketRef s = fd_table().get(fd); s && handoff::carried(*s)) return stream::shutdown(fd, *s, how);
   return sys(real.shutdown(fd, how));
 }
 

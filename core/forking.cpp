@@ -2,6 +2,7 @@
 
 #include "core/epoll_set.h"
 #include "core/fdtable.h"
+#include "core/handoff.h"
 #include "core/hazard.h"
 #include "core/link.h"
 #include "core/own_fd.h"
@@ -33,6 +34,7 @@ Held* g_held = nullptr;
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).
 void prepare() {
+  handoff::before_fork();  // first: it may make the board, and takes no lock held below
   poller::before_fork();
   rdma::before_fork();
   upgrade::before_fork();
@@ -62,6 +64,7 @@ void prepare() {
 }
 
 void parent() {
+  handoff::after_fork_parent();
   Held* h = g_held;
   g_held = nullptr;
   if (h) {
@@ -97,6 +100,7 @@ void child() {
   poller::after_fork_child();
   rdma::after_fork_child();
   upgrade::after_fork_child();
+  handoff::after_fork_child();  // after the links it inherited are marked orphaned
   runtime::after_fork_child();
   delete h;
 }

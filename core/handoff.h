@@ -4,7 +4,17 @@
 // them goes back to kernel TCP first (stream::hand_off), with the peer resending what
 // this side had not read, and the socket is plain TCP from then on, in every process
 // that holds it. A connection whose upgrade never began stays on TCP for good.
+//
+// A forked child shares its parent's connections, but not its queue pairs. When a
+// process forks, its upgraded connections go on a hand-over board, memory shared with
+// its descendants. A child's first use of one asks the owner (a word on the board and
+// a kick of the owner's eventfd); the owner's poller hands it over on a thread of its
+// own and says so on the board, and the child then uses the kernel socket. The owner
+// hands a connection on the board over when it closes a descriptor of it or exits
+// (a child may still hold it, and its peer must not see the stream end).
 #pragma once
+
+#include "core/socket.h"
 
 #include <sys/socket.h>
 
@@ -14,5 +24,26 @@ namespace ferry::handoff {
 void before_exec() noexcept;
 // Before sendmsg: the TCP sockets among msg's SCM_RIGHTS descriptors.
 void before_passing(const msghdr* msg) noexcept;
+
+// In the forking process, before the fork: its upgraded connections go on its board.
+void before_fork() noexcept;
+// In the parent, after the fork (or a failed one: fork_failed() then uncounts the child
+// that never was); in the child, whose inherited board is its parent's (its own is made
+// at its own fork) and who counts as a holder on the boards of what it inherited.
+void after_fork_parent() noexcept;
+void fork_failed() noexcept;
+void after_fork_child() noexcept;
+// A descendant's first use of a connection an ancestor upgraded (Link::orphaned): true
+// once the owner handed it over and the socket is kernel TCP here.
+bool ask_owner(Socket& s) noexcept;
+// Whether ferry carries s's calls: it is not on kernel TCP, counting an inherited
+// connection the owner hands over now (ask_owner) as kernel TCP.
+bool carried(Socket& s) noexcept;
+// The owner is about to close a descriptor of s: a connection on its board is handed
+// over first.
+void closing(int fd, Socket& s) noexcept;
+// The process is exiting: an owner hands over every connection on its board while a
+// descendant may hold one; a descendant stops counting as a holder.
+void at_exit() noexcept;
 
 }  // namespace ferry::handoff

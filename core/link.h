@@ -17,6 +17,10 @@ class Socket;
 
 struct Link;
 
+namespace handoff {
+struct Owner;
+}
+
 // A connection going back to kernel TCP (core/down.h), under Link::down_mu.
 struct DownState final : poller::Watcher {
   Link* link = nullptr;
@@ -99,8 +103,15 @@ struct Link {
   // Inherited before the parent's first data call (no RDMA object built yet): the
   // child's own first data call starts the upgrade afresh (fork-after-accept servers).
   bool reclaimable = false;
-  // Inherited while on RDMA: unusable in the child (ECONNRESET / EPIPE).
+  // Inherited while on RDMA: the child asks the owner to hand it to TCP at its first
+  // use (core/handoff.h); unusable (ECONNRESET / EPIPE) if the owner cannot.
   bool orphaned = false;
+  // On the hand-over board of the process that owns the channel, put there when it
+  // forked while the link was upgraded (core/handoff.h): slot and serial. `owner` is
+  // that process's record, leaked, so it is valid in every descendant too.
+  handoff::Owner* owner = nullptr;
+  int board_slot = -1;
+  uint64_t board_id = 0;
 
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};

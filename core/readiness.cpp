@@ -1,6 +1,7 @@
 #include "core/readiness.h"
 
 #include "core/down.h"
+#include "core/handoff.h"
 #include "core/libc.h"
 #include "core/log.h"
 #include "core/own_fd.h"
@@ -31,7 +32,14 @@ uint32_t kernel_events(int fd) noexcept {
 
 State of(int fd, Link& link) noexcept {
   State st;
-  if (link.orphaned) {  // what a reset connection reports
+  if (link.orphaned) {
+    // Inherited from an ancestor that upgraded it: the owner hands it over first, or
+    // it reports what a reset connection would.
+    SocketRef s = link.socket.lock();
+    if (s && !handoff::carried(*s)) {
+      st.events = kernel_events(fd);
+      return st;
+    }
     st.events = kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
     return st;
   }

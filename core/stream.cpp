@@ -739,21 +739,20 @@ long hand_off(int fd, Socket& s) noexcept {
   }
   if (s.transport() == Transport::kernel) return 0;
   if (!link.established()) return 0;  // still not settled: it never reached RDMA
-  bool began = false;
   {
     std::lock_guard<Lock> rx(s.rx_mu);
     std::lock_guard<Lock> tx(s.tx_mu);
     std::lock_guard<Lock> lock(link.channel->mu());
-    if (!link.down.load()) {
-      link.channel->progress_st();
-      if (link.channel->hand_off_st()) {
-        link.handed_off.store(true);
-        down::want(link, down::Why::handoff);
-        began = true;
-      }
-    }
+    Channel& ch = *link.channel;
+    if (!link.down.load()) ch.progress_st();
+    // Both directions ended: nothing is left to carry on over TCP.
+    if (link.fin_sent.load() && ch.peer_fin()) return 0;
+    // Already going back (the peer handed over, or failed) or dead: not ours to steer.
+    if (link.down.load() || ch.failed() || ch.peer_handoff() || link.peer_gone.load() || !ch.hand_off_st())
+      return -ENOTCONN;
+    link.handed_off.store(true);
+    down::want(link, down::Why::handoff);
   }
-  if (!began) down::want(link, down::Why::failed);
   // The backlog may wait for the peer's reader: as long as a blocked send would.
   const int64_t until = now_us() + 10 * 1000000;
   for (;;) {

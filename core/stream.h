@@ -31,7 +31,9 @@ void end_send_side(Socket& s, Link& link, bool abortive) noexcept;
 // SCM_RIGHTS): the peer resends what this side did not read, with no header, and this
 // side's backlog goes out first, so whoever reads or writes the socket next sees the
 // plain stream. Waits for an upgrade in flight to settle and for the backlog to reach
-// the kernel. 0, or -errno when it could not be done intact (the connection is reset).
+// the kernel. 0; -ENOTCONN when the connection was already going back to TCP or its
+// RDMA side is dead (nothing done); another -errno when it could not be done intact
+// (the connection is reset).
 long hand_off(int fd, Socket& s) noexcept;
 // Bytes a recv could return now (FIONREAD / SIOCINQ).
 long readable(int fd, Socket& s) noexcept;

@@ -6,6 +6,7 @@
 #include "core/endpoint.h"
 #include "core/forking.h"
 #include "core/fdtable.h"
+#include "core/handoff.h"
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/log.h"
@@ -864,6 +865,9 @@ void after_fork_child() noexcept {
         s->link->phase.load() == Link::Phase::handshake) {
       // Never used by the parent: the child's first data call upgrades it (reclaim()).
       s->link->reclaimable = true;
+    } else if (s->link->owner) {
+      // On the parent's hand-over board: the child's first use asks for it.
+      s->link->orphaned = true;
     } else if (s->transition(Transport::upgrading, Transport::kernel)) {
       s->link->phase.store(Link::Phase::failed);
     } else if (s->transport() == Transport::rdma) {
@@ -874,6 +878,7 @@ void after_fork_child() noexcept {
 
 void closing(int fd, Socket& s) noexcept {
   if (!s.link) return;
+  handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
   if (s.link->fd == fd) unwatch(*s.link);
   // Going back to TCP: the backlog must outlive the program's descriptors.
   if (s.link->down.load() && !s.link->inherited && s.transport() == Transport::rdma) down::prepare(fd, *s.link);

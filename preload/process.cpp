@@ -1,13 +1,19 @@
 // fork, vfork, _exit, and ferry's own start and exit.
 #include "preload/export.h"
 
+#include "core/handoff.h"
 #include "core/runtime.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::start(); }
-__attribute__((destructor)) static void ferry_finish() { ferry::runtime::finish(); }
+// An exiting process hands over the connections a forked child may still hold
+// (core/handoff.h), then prints its counters.
+__attribute__((destructor)) static void ferry_finish() {
+  ferry::handoff::at_exit();
+  ferry::runtime::finish();
+}
 
 FERRY_EXPORT pid_t fork() {
   return FERRY_RESULT(pid_t, fork());
@@ -23,6 +29,7 @@ FERRY_EXPORT pid_t vfork() {
 // children) runs no destructors: FERRY_STATS still prints its counters. Then what
 // glibc's _exit does, the exit_group system call.
 FERRY_EXPORT void _exit(int status) {
+  ferry::handoff::at_exit();
   ferry::runtime::finish();
   for (;;) syscall(SYS_exit_group, status);
 }

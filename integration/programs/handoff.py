@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A connection handed to another program in the middle of its stream.
 
-    handoff.py server IP PORT MODE    MODE: exec or pass
+    handoff.py server IP PORT MODE    MODE: exec, pass, fork, forkwait or forkexec
     handoff.py client IP PORT TOTAL
 
 The client writes TOTAL bytes (a seeded pseudo-random stream, so every run sends the
@@ -11,7 +11,11 @@ HALF bytes (the client is still writing, so more are on their way), then hands t
 connection on without reading further:
     exec: it execs this script as "carry FD", which echoes the rest;
     pass: it sends the descriptor over a Unix socket (SCM_RIGHTS) to a helper it
-          started before accepting, closes its own copy and waits for the helper.
+          started before accepting, closes its own copy and waits for the helper;
+    fork: it forks; the child carries on, the parent closes its copy at once and
+          waits for the child;
+    forkwait: the same, but the parent keeps its copy open until the child is done;
+    forkexec: the same, the child execing this script as "carry FD" (CGI style).
 Whoever carries on echoes until the end of the stream, then closes.
 """
 import hashlib
@@ -70,6 +74,19 @@ def server(ip, port, mode):
     if mode == "exec":
         os.set_inheritable(conn.fileno(), True)
         os.execv(sys.executable, [sys.executable, __file__, "carry", str(conn.fileno())])
+    if mode in ("fork", "forkwait", "forkexec"):
+        pid = os.fork()
+        if pid == 0 and mode == "forkexec":
+            os.set_inheritable(conn.fileno(), True)
+            os.execv(sys.executable, [sys.executable, __file__, "carry", str(conn.fileno())])
+        if pid == 0:
+            carry(conn.detach())
+            os._exit(0)
+        if mode == "fork":
+            conn.close()
+        _, status = os.waitpid(pid, 0)
+        conn.close()
+        sys.exit(os.waitstatus_to_exitcode(status))
     socket.send_fds(ours, [b"x"], [conn.fileno()])
     conn.close()
     sys.exit(child.wait())

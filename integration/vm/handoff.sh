@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Inside the test bed: a connection handed to another program in the middle of its
-# stream (integration/programs/handoff.py): by exec, and by SCM_RIGHTS to a helper
-# process. Differential: each runs on kernel TCP and then with both ends under ferry,
+# stream (integration/programs/handoff.py): by exec, by SCM_RIGHTS to a helper
+# process, and to a forked child (the parent closing its copy at once, or keeping it
+# until the child is done, or the child execing a program that carries on). Differential: each runs on kernel TCP and then with both ends under ferry,
 # and the client's line (byte counts and sha256 both ways) must be the same; under
 # ferry the counters must show the bytes on RDMA before the hand-off and the
 # connection handed back to TCP at both ends, with nothing reset.
@@ -42,7 +43,7 @@ sum() {
     "$out/$name".*.log 2>/dev/null
 }
 
-for mode in exec pass; do
+for mode in exec pass fork forkwait forkexec; do
   name=$mode
   plain=$(run plain $mode)
   under=$(run ferry $mode)

@@ -19,8 +19,9 @@ failures=0
 say() { printf '%s\n' "$*"; }
 fail() { say "FAIL [$scenario]: $*"; failures=$((failures + 1)); }
 
-# counter SIDE FIELD: the value at exit of the process that ran as SIDE.
-counter() { awk -v f="$2" '$1 == f {v = $2} END {print v + 0}' "$out/$scenario.$1.log" 2>/dev/null || echo 0; }
+# counter SIDE FIELD: the value at exit of the process that ran as SIDE (the largest
+# printed: its forked children print theirs, counted from zero, to the same log).
+counter() { awk -v f="$2" '$1 == f && $2 > v {v = $2} END {print v + 0}' "$out/$scenario.$1.log" 2>/dev/null || echo 0; }
 # kernel SIDE WHICH: the kernel's count of TCP payload bytes (tcp_info) the side's
 # connections sent ("sent") or received ("received"), as stream_check printed it.
 kernel() { sed -n "s/.*kernel TCP bytes sent \([0-9]*\) received \([0-9]*\).*/\1 \2/p" "$out/$scenario.$1.out" | \
