@@ -71,9 +71,10 @@ Lock g_make;
 std::vector<Owner*>* g_holding = nullptr;
 // The boards a child about to be forked will hold, counted for it by the parent before
 // the fork (so that no close of the parent's can run before the count), and the last
-// fork's, uncounted if that fork failed.
-std::vector<Owner*>* g_forking = nullptr;
-std::vector<Owner*>* g_last_fork = nullptr;
+// fork's, uncounted if that fork failed. The forking thread's own: threads may fork at
+// once.
+thread_local std::unique_ptr<std::vector<Owner*>> g_forking;
+thread_local std::unique_ptr<std::vector<Owner*>> g_last_fork;
 
 // A socket that may leave kernel TCP, or has: one this process can hand over.
 bool ours(const SocketRef& s) { return s && s->link && !s->link->inherited && s->transport() != Transport::kernel; }
@@ -213,17 +214,18 @@ void register_link(Owner* o, const std::shared_ptr<Link>& l) {
 // Counts the child about to be forked as a holder on every board of a connection in
 // the table (this process's own, and its ancestors' it still holds).
 void count_holds() {
-  delete g_forking;
-  g_forking = new (std::nothrow) std::vector<Owner*>;
-  if (!g_forking) return;
+  g_forking.reset();
+  std::vector<Owner*> owners;
   fd_table().for_each([&](int, const SocketRef& s) {
     const Link* l = s->link.get();
     Owner* o = l ? l->owner : nullptr;
     if (!o || l->board_slot < 0 || (o != g_owner && !l->orphaned)) return;
-    if (std::find(g_forking->begin(), g_forking->end(), o) != g_forking->end()) return;
-    g_forking->push_back(o);
-    o->board->holders.fetch_add(1);
+    if (std::find(owners.begin(), owners.end(), o) == owners.end()) owners.push_back(o);
   });
+  if (owners.empty()) return;  // nothing to hold: nothing allocated
+  g_forking.reset(new (std::nothrow) std::vector<Owner*>(std::move(owners)));
+  if (!g_forking) return;
+  for (Owner* o : *g_forking) o->board->holders.fetch_add(1);
 }
 
 }  // namespace
@@ -250,24 +252,18 @@ void before_fork() noexcept {
   count_holds();
 }
 
-void after_fork_parent() noexcept {
-  delete g_last_fork;
-  g_last_fork = g_forking;
-  g_forking = nullptr;
-}
+void after_fork_parent() noexcept { g_last_fork = std::move(g_forking); }
 
 void fork_failed() noexcept {
   if (g_last_fork)
     for (Owner* o : *g_last_fork) o->board->holders.fetch_sub(1);
-  delete g_last_fork;
-  g_last_fork = nullptr;
+  g_last_fork.reset();
 }
 
 void after_fork_child() noexcept {
   g_owner = nullptr;
-  g_holding = g_forking;  // counted by the parent
-  g_forking = nullptr;
-  g_last_fork = nullptr;
+  g_holding = g_forking.release();  // counted by the parent
+  g_last_fork.reset();
 }
 
 void let_go() noexcept {
