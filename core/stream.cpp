@@ -451,6 +451,9 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
   if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
   Link& link = *s.link;
+  // Urgent data has no place in the ring: the connection goes to TCP (a hand-off, with
+  // the peer's help) and the kernel sends it, as everything after it.
+  if ((flags & MSG_OOB) && link.established() && !link.inherited) hand_off(fd, s);
   size_t sent = 0;
   Deadline deadline;
   for (;;) {
@@ -472,7 +475,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         // A blocking kernel send returns short only when it was interrupted or timed out.
         return static_cast<long>(sent);
       }
-      if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);
+      if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed
       if (link.orphaned || link.fin_sent) return epipe(sent, flags);
       if (link.tx_left.load()) continue;  // going back to TCP
       if (!cut_over(s, link)) {

@@ -277,6 +277,25 @@ void trunc_and_oob() {
   t.join();
 }
 
+// Urgent data (send MSG_OOB) in the middle of a stream: the receiver takes the urgent
+// byte with MSG_OOB and the rest of the stream without it, in order.
+void urgent_data() {
+  puts("urgent data");
+  Pair p;
+  show("send 6", send(p.c, "abcdef", 6, 0));
+  show("send 1 MSG_OOB", send(p.c, "!", 1, MSG_OOB));
+  show("send 4", send(p.c, "ghij", 4, 0));
+  usleep(300000);  // everything has arrived
+  char oob = 0;
+  show("recv MSG_OOB", recv(p.s, &oob, 1, MSG_OOB));
+  printf("  urgent byte %c\n", oob);
+  char buf[16] = {};
+  printf("  stream: %zu bytes, %.10s\n", recv_upto(p.s, buf, 10), buf);
+  show("send after", send(p.c, "kl", 2, 0));
+  show("recv 2 MSG_WAITALL", recv(p.s, buf, 2, MSG_WAITALL));
+  printf("  read %.2s\n", buf);
+}
+
 // SO_SNDTIMEO: a send to a peer that does not read returns what it queued (or EAGAIN);
 // non-blocking writes stop at EAGAIN with partial counts; then every byte arrives.
 void send_limits() {
@@ -510,6 +529,7 @@ int main(int argc, char** argv) {
   other_calls();
   splices();
   trunc_and_oob();
+  urgent_data();
   send_limits();
   sigpipe();
   signal_during_recv(true);
