@@ -3,12 +3,14 @@
 # connection from host 2 to host 1 carries 16 MiB each way (stream_check.py, sha256
 # checked on both ends), on kernel TCP and under ferry at both ends, first on a clean
 # wire, then with RoCE's packets dropped mid-transfer (failover to TCP), then with
-# netem loss and delay on both guests' eth0. Host 1 serves, host 2
+# netem loss and delay on both guests' eth0, then with both links at MTU 1500 (RoCE
+# MTU 1024) instead of 9000. Host 1 serves, host 2
 # connects; they meet in $TESTBED_SHARED, where each leaves its side's figures. Each
 # host checks its own side; host 2 then prints the table of both.
 #   cross-host.sh BUILD_DIR [matrix]
 # With `matrix`, instead: the fault matrix, kernel TCP and ferry on each of several
-# netem wires (loss 0.1%, 1%, 5%, delay with jitter, reordering, duplication).
+# netem wires (loss 0.1%, 1%, 5%, delay with jitter, reordering, duplication) and at
+# MTU 1500.
 # Fails if a stream's bytes differ, if a connection under ferry did not upgrade or sent
 # most of its bytes on TCP, if the kernel's TCP byte count disagrees with ferry's, if
 # netem dropped nothing on the lossy wire, or if the other host's side never showed up.
@@ -188,6 +190,16 @@ on_wire() {
   settle=1
 }
 
+# on_mtu MTU: kernel TCP, then ferry, with both guests' links at MTU (9000 otherwise);
+# RoCE's path MTU follows the link's (1024 at 1500).
+on_mtu() {
+  ip link set dev eth0 mtu "$1"
+  say "[mtu$1] host $host: eth0 mtu $1, rxe0 $(ibv_devinfo -d rxe0 2>/dev/null | awk '$1 == "active_mtu:" {print $2, $3}')"
+  scenario "tcp-mtu$1" plain "MTU $1"
+  scenario "ferry-mtu$1" ferry "MTU $1"
+  ip link set dev eth0 mtu 9000
+}
+
 # Where each side's bytes went: TCP is the kernel's count, RDMA ferry's. The time is
 # the client's whole run, settling included.
 table() {
@@ -212,6 +224,7 @@ if [ "${2:-}" = matrix ]; then
   on_wire jitter delay 1ms 500us
   on_wire reorder delay 1ms reorder 25% 50%
   on_wire dup duplicate 1% delay 200us
+  on_mtu 1500
 else
   scenario tcp-clean plain
   scenario ferry-clean ferry
@@ -219,6 +232,7 @@ else
   # queue pairs fail once their retries run out; the connection goes back to TCP.
   scenario ferry-cut cut "RoCE cut mid-way"
   on_wire loss $loss
+  on_mtu 1500
 fi
 
 if [ "$host" = 2 ]; then table | tee "$out/table.txt"; fi
