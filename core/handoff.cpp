@@ -121,7 +121,8 @@ Owner* make_owner() {
 }
 
 // The owner takes s's link off its board (once handed over: a child that asks later
-// finds the serial gone and uses TCP).
+// finds the serial gone and uses TCP). One still upgraded (another descriptor of it
+// stays open) goes on the board again at the next fork.
 void take_off(Link& link) {
   Owner* o = link.owner;
   if (!o || o != g_owner || o->pid != getpid() || link.board_slot < 0) return;
@@ -131,6 +132,7 @@ void take_off(Link& link) {
   slot.state.store(kFree);
   o->links[link.board_slot].reset();
   link.board_slot = -1;
+  link.owner = nullptr;
 }
 
 // The owner hands over a connection on its board; the slot says how it went.
