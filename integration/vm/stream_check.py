@@ -47,9 +47,14 @@ def note_kernel_bytes(sock):
     """Adds the kernel's own count of this TCP connection's payload bytes (tcp_info
     bytes_acked plus what its send queue still holds, SIOCOUTQ: the peer's last ACK
     may still be delayed; bytes_received) to the totals: what really crossed kernel
-    TCP."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    TCP. The two are read between two tcp_info reads that agree: an ACK arriving in
+    between would leave its bytes out of both."""
+    for _ in range(1000):
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        again = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        if len(info) < 136 or info[120:136] == again[120:136]:
+            break
     if len(info) >= 136:
         acked, received = struct.unpack_from("QQ", info, 120)
         with KERNEL_LOCK:
