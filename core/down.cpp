@@ -142,11 +142,21 @@ void build_tx_locked(Link& link, DownState& st) {
       return;
     }
   }
-  if (fd < 0 || tcp_over(fd)) {
-    // The peer's process is gone: there is nobody to resend to.
+  if (fd < 0) {
+    // Nothing is left to write through.
     link.tx_left.store(true);
     ch.leave_st();
     st.tx = DownState::Tx::broken;
+    return;
+  }
+  if (tcp_over(fd)) {
+    // The peer's process is gone: there is nobody to resend to, and sends go to the
+    // kernel socket as it stands, which answers as kernel TCP would after the peer
+    // closed (the first send taken, the peer's reset, then EPIPE). A header written
+    // now would take that first send's place.
+    link.tx_left.store(true);
+    ch.leave_st();
+    st.tx = DownState::Tx::done;
     return;
   }
   const size_t head = headerless ? 0 : downgrade::kHeaderSize;
@@ -172,12 +182,19 @@ void build_tx_locked(Link& link, DownState& st) {
   stats::add(stats::g.bytes_resent, st.backlog.size() - head);
   st.at = 0;
   st.fin = link.fin_sent.load();
+  st.lazy = head > 0 && st.backlog.size() == head;
   st.tx = DownState::Tx::writing;
+}
+
+// Whether the backlog waits for the program: a header alone, with no fin or hand-off
+// that needs it out.
+bool waits_for_program(const Link& link, const DownState& st) {
+  return st.lazy && !st.fin && !link.handed_off.load();
 }
 
 // Writes what the kernel takes of the backlog, through ferry's duplicate. Needs down_mu.
 void pump_locked(Link& link, DownState& st) {
-  if (st.tx != DownState::Tx::writing || st.fd_closing) return;
+  if (st.tx != DownState::Tx::writing || st.fd_closing || waits_for_program(link, st)) return;
   const int fd = st.fd.load();
   while (st.at < st.backlog.size()) {
     const ssize_t r = real.send(fd, st.backlog.data() + st.at, st.backlog.size() - st.at, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -276,11 +293,19 @@ void want(Link& link, Why why) noexcept {
   link.signal.bump();
 }
 
-bool peer_went_back(int fd, Link& link) noexcept {
+bool tcp_took_over(int fd, Link& link, Why& why) noexcept {
   const uint32_t ev = link.tcp_events.load(std::memory_order_relaxed);
   if (ev == link.tcp_checked.load(std::memory_order_relaxed)) return false;
   link.tcp_checked.store(ev, std::memory_order_relaxed);
+  // After the cutover nothing of ours ends the kernel's connection: an error or a hang
+  // up there is TCP's own verdict (keepalive, user timeout, a reset).
+  pollfd p{fd, POLLIN, 0};
+  if (real.poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {
+    why = Why::failed;
+    return true;
+  }
   int n = 0;
+  why = Why::peer;
   return real.ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
@@ -360,12 +385,13 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
   return errno == EAGAIN ? kNothing : -errno;
 }
 
-Send look_tx(int fd, Link& link, int& err) noexcept {
+Send look_tx(int fd, Link& link, int& err, bool sending) noexcept {
   if (fd >= 0) ensure(fd, link);
   std::lock_guard<Lock> lock(link.down_mu);
   if (!link.down_state) return Send::wait;
   DownState& st = *link.down_state;
   build_tx_locked(link, st);
+  if (sending) st.lazy = false;
   pump_locked(link, st);
   switch (st.tx) {
     case DownState::Tx::waiting:
@@ -430,8 +456,10 @@ readiness::State state(int fd, Link& link) noexcept {
   m |= k & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
   if (link.rd_shut.load()) m |= kIn | EPOLLRDHUP;
   switch (st.tx) {
-    case DownState::Tx::waiting:
-    case DownState::Tx::writing: break;
+    case DownState::Tx::waiting: break;
+    case DownState::Tx::writing:
+      if (waits_for_program(link, st)) m |= k & (kOut | EPOLLHUP | EPOLLERR);
+      break;
     case DownState::Tx::done: m |= k & (kOut | EPOLLHUP | EPOLLERR); break;
     case DownState::Tx::broken: m |= kOut; break;
   }

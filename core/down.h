@@ -40,10 +40,12 @@ inline bool leaving_st(const Link& link, const Channel& ch, Why& why) {
   return ch.peer_handoff() || ch.failed() || link.peer_gone.load() || link.tx_left.load();
 }
 
-// Whether bytes wait on TCP while the receive side reads the ring past the peer's
-// cutover point: the peer went back to TCP. Asks the kernel only when the poller saw
-// TCP arrivals since the last look.
-bool peer_went_back(int fd, Link& link) noexcept;
+// Whether TCP speaks for the connection while the receive side reads the ring past
+// the peer's cutover point: bytes wait on it (the peer went back to TCP: why = peer),
+// or the kernel's connection ended in error (keepalive or user timeout, a reset: why =
+// failed), which ends this one as it ends kernel TCP's. Asks the kernel only when the
+// poller saw TCP events since the last look.
+bool tcp_took_over(int fd, Link& link, Why& why) noexcept;
 
 // A receive's answer when there is nothing to take now.
 constexpr long kNothing = -(1L << 40);
@@ -56,8 +58,9 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
 // Where the send side stands: how a send continues.
 enum class Send { wait, direct, dead };
 // Advances the send side (builds and writes the backlog). `err`: with dead, the error
-// a send reports (0: EPIPE).
-Send look_tx(int fd, Link& link, int& err) noexcept;
+// a send reports (0: EPIPE). `sending`: the program has bytes to send, so a backlog
+// that is a header alone goes out now (until then it waits for them).
+Send look_tx(int fd, Link& link, int& err, bool sending = false) noexcept;
 
 // The connection cannot be handed over intact (core/handoff.h): TCP is reset, as a
 // connection whose stream cannot go on.

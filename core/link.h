@@ -37,6 +37,10 @@ struct DownState final : poller::Watcher {
   std::vector<uint8_t> backlog;
   size_t at = 0;
   bool fin = false;  // the program ended its sending side: shutdown(SHUT_WR) after the backlog
+  // The backlog is the header alone: it goes out with the program's next send (or its
+  // fin, or a hand-off), not before, so that a peer whose process died gets nothing of
+  // ours before the program's first send, as with kernel TCP.
+  bool lazy = false;
   int tx_error = 0;
   enum class Rx : uint8_t {
     ring,    // bytes TCP carried before the peer's cutover, then the ring's, until it is empty

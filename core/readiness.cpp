@@ -72,8 +72,9 @@ State of(int fd, Link& link) noexcept {
     down::want(link, down::Why::failed);  // the stream goes on over TCP
     return down::state(fd, link);
   }
-  if (!tcp_pending && readable == 0 && !fin && down::peer_went_back(fd, link)) {
-    down::want(link, down::Why::peer);
+  down::Why why = down::Why::peer;
+  if (!tcp_pending && readable == 0 && !fin && down::tcp_took_over(fd, link, why)) {
+    down::want(link, why);
     return down::state(fd, link);
   }
   const bool rd_shut = link.rd_shut.load() || fin;

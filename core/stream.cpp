@@ -184,8 +184,8 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       down::want(link, why);  // the stream goes on over TCP
       return {RxStep::again};
     }
-    if (down::peer_went_back(fd, link)) {
-      down::want(link, down::Why::peer);
+    if (down::tcp_took_over(fd, link, why)) {
+      down::want(link, why);
       return {RxStep::again};
     }
     return {RxStep::wait};
@@ -425,7 +425,7 @@ long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
   for (;;) {
     const uint32_t seen = link.signal.load();
     int err = 0;
-    const down::Send how = down::look_tx(fd, link, err);
+    const down::Send how = down::look_tx(fd, link, err, true);
     down::finish_if_done(link);
     if (how == down::Send::dead) return err == 0 || err == EPIPE ? send_on_dead(fd, sent, flags) : broken(sent, err);
     if (how == down::Send::direct) {
@@ -495,8 +495,8 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       down::want(link, why);  // the stream goes on over TCP
       continue;
     }
-    if (k == 0 && read_past && down::peer_went_back(fd, link)) {
-      down::want(link, down::Why::peer);
+    if (k == 0 && read_past && down::tcp_took_over(fd, link, why)) {
+      down::want(link, why);
       continue;
     }
     sent += k;
@@ -630,7 +630,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     down::Why why = down::Why::failed;
     if (link.down.load()) {
       int err = 0;
-      const down::Send how = down::look_tx(fd, link, err);
+      const down::Send how = down::look_tx(fd, link, err, true);
       if (how == down::Send::dead) return send_on_dead(fd, 0, 0);
       if (how == down::Send::direct) {
         long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
