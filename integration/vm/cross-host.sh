@@ -71,6 +71,29 @@ launch() {
   timeout 300 env STREAM_SETTLE=$settle "${pre[@]}" $check "$@" > "$out/$name.$role.out" 2>&1 &
   side_pid=$!
   [ "$mode" != cut ] || cut_when_sent $((2 << 20))
+  [ "$fault" != flap ] || [ "$host" != 2 ] || flap_later
+}
+
+# flap_later: in the background, takes host 2's side of the wire down for 3 s, 2 s
+# after the connection is established (inside the transfer), then waits until rxe0 is
+# ACTIVE again.
+flap_later() {
+  (
+    for _ in $(seq 600); do
+      [ -z "$(ss -Htn state established "dport = :$port")" ] || break
+      sleep 0.1
+    done
+    sleep 2
+    ip link set dev eth0 down
+    sleep 3
+    ip link set dev eth0 up
+    for _ in $(seq 100); do
+      rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break
+      sleep 0.1
+    done
+    say "[$name] host $host: eth0 was down for 3 s"
+  ) &
+  flapper=$!
 }
 
 # roce_drop / roce_pass: RoCE v2's packets (UDP port 4791) dropped on this guest's side
@@ -105,13 +128,16 @@ conclude() {
   wait $side_pid || status=$?
   [ "$status" -eq 0 ] || fail "stream_check $role exited $status: $(tail -3 "$out/$name.$role.out")"
   tcp=$(kernel_sent)
-  if [ "$mode" = cut ]; then
-    # The path died under the transfer: the connection went back to TCP and finished there.
-    wait $cutter || true
-    roce_pass
+  [ "$fault" != flap ] || [ "$host" != 2 ] || wait $flapper || true
+  if [ "$mode" = cut ] || { [ "$mode" = ferry ] && [ "$fault" = flap ]; }; then
+    # The path died under the transfer (for good, or for a while: the queue pairs may
+    # or may not have run out of retries): the connection went back to TCP and
+    # finished there, or stayed on RDMA.
+    [ "$mode" != cut ] || { wait $cutter || true; roce_pass; }
     upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
     [ "$upgraded" -eq 1 ] || fail "$role: $upgraded connections upgraded, expected 1"
-    [ $(($(counter downgrades_failover) + $(counter downgrades_peer))) -eq 1 ] ||
+    local downs=$(($(counter downgrades_failover) + $(counter downgrades_peer)))
+    [ "$downs" -eq 1 ] || { [ "$fault" = flap ] && [ "$downs" -eq 0 ]; } ||
       fail "$role: $(counter downgrades_failover) + $(counter downgrades_peer) downgrades, expected 1"
     [ "$before" -gt 0 ] && [ "${tcp:-0}" -ge "$before" ] ||
       fail "$role: kernel TCP carried ${tcp:-no} bytes, ferry counted $before"
@@ -155,13 +181,13 @@ connect() {
   fi
   # A failover run sends more, so that the cut surely falls inside the transfer.
   local n=$size
-  [ "$1" != cut ] || n=$((4 * size))
+  [ "$1" != cut ] && [ "$fault" != flap ] || n=$((4 * size))
   launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" 1 "$n"
   conclude "$1"
   wait_for 120 "$shared/$name.server" || fail "host 1 never reported its side"
 }
 
-port=7100 names=()
+port=7100 names=() fault=""
 declare -A wire_of
 # scenario NAME MODE [WIRE]: one transfer on the wire as it is now (described as WIRE
 # in the table), this host's side.
@@ -216,7 +242,98 @@ table() {
   done
 }
 
-if [ "${2:-}" = matrix ]; then
+# fault_run MODE ROLE TAG: peer_fault.py's ROLE as MODE (plain or ferry), meeting the
+# other host under $shared/TAG-MODE; its output in $out/TAG-MODE.out.
+fault_run() {
+  local mode=$1 role=$2 tag=$3-$1
+  local -a pre=()
+  [ "$mode" = plain ] || pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$tag.log"
+    "FAULT_STAT_CMD=env -u LD_PRELOAD -u FERRY_STATS -u FERRY_LOG_FILE $build/ferry stat" "$build/ferry")
+  timeout 400 "${pre[@]}" /usr/bin/python3 "$here/peer_fault.py" "$role" "$ip" "$fport" "$shared/$tag" \
+    > "$out/$tag.out" 2>&1
+}
+
+# compare TAG: the survivor's lines on kernel TCP and under ferry must be the same, and
+# under ferry its two connections must have upgraded.
+compare() {
+  local tag=$1 up
+  name=$tag
+  say "[$tag] host $host: kernel TCP | ferry"
+  paste -d'|' "$out/$tag-plain.out" "$out/$tag-ferry.out" | sed 's/^/    /'
+  grep -q HANG "$out/$tag-plain.out" "$out/$tag-ferry.out" && fail "a call never returned"
+  diff -q "$out/$tag-plain.out" "$out/$tag-ferry.out" > /dev/null || fail "ferry's lines differ from kernel TCP's"
+  up=$(awk '$1 == "upgraded" {v = $2} END {print v + 0}' "$out/$tag-ferry.log" 2>/dev/null || echo 0)
+  [ "$up" -eq 2 ] || fail "under ferry $up connections upgraded, expected 2"
+}
+
+# peer_killed MODE: host 2's program is killed (SIGKILL) while host 1's is blocked in
+# calls on their two connections; host 1 reports what its calls returned.
+peer_killed() {
+  local mode=$1 victim status=0
+  fport=$((port += 1))
+  if [ "$host" = 1 ]; then
+    ip=$TESTBED_IP
+    fault_run "$mode" kill-survivor kill || status=$?
+    [ "$status" -eq 0 ] || say "[kill-$mode] host 1: peer_fault exited $status: $(tail -2 "$out/kill-$mode.out")"
+  else
+    ip=$TESTBED_PEER_IP
+    fault_run "$mode" kill-victim kill &
+    victim=$!
+    wait_for 300 "$shared/kill-$mode.blocked" || { name=kill-$mode; fail "host 1 never blocked"; }
+    sleep 0.5
+    pkill -9 -f "peer_fault.py kill-victim .* $shared/kill-$mode\$" || true
+    wait $victim || true
+  fi
+}
+
+# vanish: host 1 serves two connections under kernel TCP and two under ferry, and once
+# host 2's calls on them block, host 1's guest is stopped at once (the test bed's
+# vanish request), as a machine that loses power; host 2 reports what its calls
+# returned. Host 1's command never returns.
+vanish() {
+  local mode
+  fport=$((port += 1))
+  if [ "$host" = 1 ]; then
+    ip=$TESTBED_IP
+    for mode in plain ferry; do
+      fault_run $mode vanish-server vanish &
+      fport=$((fport + 1))
+    done
+    wait_for 300 "$shared/vanish-plain.blocked" && wait_for 300 "$shared/vanish-ferry.blocked" ||
+      { name=vanish; fail "host 2 never blocked"; return; }
+    sleep 0.5
+    say "[vanish] host 1: vanishing"
+    sync
+    touch "$shared/.vanish.1"
+    sleep 600
+  else
+    ip=$TESTBED_PEER_IP
+    local -a pids=()
+    for mode in plain ferry; do
+      fault_run $mode vanish-survivor vanish &
+      pids+=($!)
+      fport=$((fport + 1))
+    done
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    compare vanish
+  fi
+}
+
+if [ "${2:-}" = vanish ]; then
+  vanish
+elif [ "${2:-}" = peers ]; then
+  # The wire or the peer fails under live connections (ctest -L faults): eth0 down
+  # for 3 s mid-transfer; the peer process killed; the peer host gone. Last, since
+  # it stops host 1.
+  fault=flap
+  scenario tcp-flap plain "eth0 down 3 s mid-way"
+  scenario ferry-flap ferry "eth0 down 3 s mid-way"
+  fault=""
+  peer_killed plain
+  peer_killed ferry
+  [ "$host" != 1 ] || compare kill
+  vanish
+elif [ "${2:-}" = matrix ]; then
   # The fault matrix (ctest -L faults): kernel TCP and ferry side by side on each wire.
   on_wire loss0.1 loss 0.1% delay 200us
   on_wire loss1 loss 1% delay 200us
