@@ -604,6 +604,11 @@ void Channel::fail_st(const std::string& why) {
   signal_->bump();
 }
 
+void Channel::probe_st() {
+  if (failed() || left_ || !peer_known_) return;
+  if (prober_.tick(!queue_.empty() || tx_starved_, tx_.acked())) flush_st();
+}
+
 // A zero-length signaled write: its completion proves every earlier request completed.
 bool Channel::flush_st() {
   if (failed() || !reserve_sq_st(1)) return false;

@@ -204,6 +204,9 @@ class Channel {
   // The poller's later look at an unarmed channel: arms it if nobody polled it since
   // the last look. True while it should be looked at again.
   bool recheck_st();
+  // The poller's periodic tick (flow::Prober): an empty write to a peer that returned
+  // no credit for a whole tick while bytes wait for room.
+  void probe_st();
 
   // What the peer told us (valid under mu).
   bool peer_cutover_known() const { return peer_cutover_known_; }
@@ -258,6 +261,7 @@ class Channel {
   // The flow-control conversation (credits, blocked, sleep and wake): core/flow.h.
   flow::Sender tx_flow_;
   flow::Receiver rx_flow_;
+  flow::Prober prober_;
   bool peer_cutover_known_ = false;
   uint64_t peer_cutover_ = 0;
   bool peer_fin_ = false;

@@ -402,6 +402,11 @@ Send look_tx(int fd, Link& link, int& err, bool sending) noexcept {
   return Send::dead;
 }
 
+void error_taken(Link& link) noexcept {
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (link.down_state) link.down_state->tx_error = 0;
+}
+
 void give_up(int fd, Link& link, const char* why) noexcept {
   ensure(fd, link);
   std::lock_guard<Lock> lock(link.down_mu);

@@ -62,6 +62,10 @@ enum class Send { wait, direct, dead };
 // that is a header alone goes out now (until then it waits for them).
 Send look_tx(int fd, Link& link, int& err, bool sending = false) noexcept;
 
+// A send reported the error look_tx gave with dead: later sends fail with EPIPE, as
+// the kernel reports a socket error once.
+void error_taken(Link& link) noexcept;
+
 // The connection cannot be handed over intact (core/handoff.h): TCP is reset, as a
 // connection whose stream cannot go on.
 void give_up(int fd, Link& link, const char* why) noexcept;

@@ -60,6 +60,29 @@ class Sender {
   uint32_t waking_left_ = 0;
 };
 
+// Persist probing, as TCP probes a zero window: a sender whose bytes wait for room hears
+// nothing from a peer that went silent, since nothing of its is in flight (every write
+// was acknowledged) and the queue pair has nothing to fail on. Ticked at a fixed period,
+// it says when to probe: bytes waited at this tick and at the one before, and no
+// credit came in between. The probe is an empty write: a peer that is there
+// acknowledges it in its adapter, one that vanished lets the queue pair run out of
+// retries, and the connection fails (the stream then goes on over TCP).
+class Prober {
+ public:
+  // `waiting`: bytes wait for room in the peer's ring; `credited`: the peer's last
+  // credit. True: probe now.
+  bool tick(bool waiting, uint64_t credited) {
+    const bool due = waiting && waited_ && credited == credited_;
+    waited_ = waiting;
+    credited_ = credited;
+    return due;
+  }
+
+ private:
+  bool waited_ = false;
+  uint64_t credited_ = 0;
+};
+
 // The receiving side's half.
 class Receiver {
  public:

@@ -427,7 +427,12 @@ long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
     int err = 0;
     const down::Send how = down::look_tx(fd, link, err, true);
     down::finish_if_done(link);
-    if (how == down::Send::dead) return err == 0 || err == EPIPE ? send_on_dead(fd, sent, flags) : broken(sent, err);
+    if (how == down::Send::dead) {
+      if (err == 0 || err == EPIPE) return send_on_dead(fd, sent, flags);
+      if (sent) return static_cast<long>(sent);
+      down::error_taken(link);  // as the kernel's socket error: once, then EPIPE
+      return -err;
+    }
     if (how == down::Send::direct) {
       Slice rest(iov, iovcnt, sent, total - sent, total);
       msghdr m{};

@@ -107,6 +107,7 @@ struct State {
   // Listeners for redirected requests (one per address family, made on first need).
   std::unique_ptr<Listener> redirect4, redirect6;
   std::set<Link*> live;  // links with a channel, until they are destroyed
+  bool probing = false;  // a persist-probe tick is due
 };
 State* g_state = new State;  // replaced, not destroyed, in a forked child
 forking::Spare<State> g_spare;
@@ -321,6 +322,30 @@ void try_cutover_st(Link& link, Socket& s) {
   stream::cut_over(s, link);
 }
 
+// Persist probes (flow::Prober): once a tick, every channel whose bytes wait for room
+// at a peer that returned no credit since the last tick sends it an empty write, so a
+// peer host that vanished fails the queue pair (and the connection goes on over TCP,
+// whose own timeouts then speak, as without ferry).
+constexpr auto kProbeEvery = std::chrono::seconds(1);
+
+void schedule_probe_st();
+
+void probe_tick_st() {
+  FERRY_POLLER_ONLY();
+  st().probing = false;
+  for (Link* l : st().live) {
+    std::lock_guard<Lock> lock(l->channel->mu());
+    l->channel->probe_st();
+  }
+  schedule_probe_st();
+}
+
+void schedule_probe_st() {
+  if (st().probing || st().live.empty()) return;
+  st().probing = true;
+  poller::at_st(Clock::now() + kProbeEvery, probe_tick_st);
+}
+
 void established_st(Conn* c) {
   FERRY_POLLER_ONLY();
   SocketRef s = c->link->socket.lock();
@@ -329,6 +354,7 @@ void established_st(Conn* c) {
   stats::add(stats::g.rdma_registered_bytes, c->registered);
   c->link->channel = std::move(c->pending);
   st().live.insert(c->link.get());
+  schedule_probe_st();
   c->link->phase.store(Link::Phase::established, std::memory_order_release);
   s->transition(Transport::upgrading, Transport::rdma);
   stats::add(stats::g.upgraded, 1);

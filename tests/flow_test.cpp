@@ -130,5 +130,22 @@ TEST(Flow, EverySleepIsAnswered) {
   }
 }
 
+TEST(Prober, ProbesOnlyAPeerSilentForAWholeTickWhileBytesWait) {
+  Prober p;
+  EXPECT_FALSE(p.tick(false, 0));  // nothing waits
+  EXPECT_FALSE(p.tick(true, 0));   // bytes began to wait within this tick
+  EXPECT_TRUE(p.tick(true, 0));    // a whole tick without a credit
+  EXPECT_TRUE(p.tick(true, 0));    // and every tick after it
+  EXPECT_FALSE(p.tick(true, 4096));  // a credit came: the peer is there
+  EXPECT_TRUE(p.tick(true, 4096));
+  EXPECT_FALSE(p.tick(false, 4096));  // the bytes went
+  EXPECT_FALSE(p.tick(true, 4096));   // waiting again starts a fresh tick
+}
+
+TEST(Prober, AnIdleConnectionIsNeverProbed) {
+  Prober p;
+  for (int i = 0; i < 100; ++i) ASSERT_FALSE(p.tick(false, 0));
+}
+
 }  // namespace
 }  // namespace ferry::flow
