@@ -10,6 +10,7 @@
 #include "core/socket.h"
 #include "core/stats.h"
 #include "core/stream.h"
+#include "core/upgrade.h"
 
 #include <climits>
 #include <sys/sendfile.h>
@@ -39,7 +40,10 @@ void adopt_passed_fds(const msghdr* msg) noexcept {
   for (cmsghdr* c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(const_cast<msghdr*>(msg), c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     int n = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-    adopt_fds(reinterpret_cast<const int*>(CMSG_DATA(c)), n);
+    const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
+    adopt_fds(fds, n);
+    for (int i = 0; i < n; ++i)
+      if (SocketRef s = fd_table().get(fds[i])) upgrade::passed_in(fds[i], s);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/own_fd.h"
 #include "core/poller.h"
 #include "core/stream.h"
+#include "core/upgrade.h"
 #include "core/wait.h"
 
 #include <fcntl.h>
@@ -341,7 +342,9 @@ void before_passing(const msghdr* msg) noexcept {
     const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
     for (int i = 0; i < n; ++i) {
       SocketRef s = fd_table().get(fds[i]);
-      if (ours(s)) hand(fds[i], *s);
+      if (!ours(s)) continue;
+      upgrade::passing(fds[i], *s);  // unused: a receiver of this tree may serve it over RDMA
+      hand(fds[i], *s);
     }
   }
 }

@@ -820,6 +820,41 @@ void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(
 
 namespace {
 
+// The claims table's note that a connection was passed unused: its key in a space of
+// its own, so that no redirect ever reads it.
+bool passed_key(int fd, std::string& key) {
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return false;
+  key = "passed|" + conn_key(reinterpret_cast<const sockaddr*>(&peer), port_of(reinterpret_cast<const sockaddr*>(&peer)),
+                             port_of(reinterpret_cast<const sockaddr*>(&local)));
+  return key.size() < claims::kKeySize;
+}
+
+}  // namespace
+
+void passing(int fd, Socket& s) noexcept {
+  claims::Table* t = claims::shared();
+  std::string key;
+  if (!t || !s.link || s.link->client || s.link->inherited || s.link->arm.load() != Link::undecided ||
+      s.transport() != Transport::upgrading || !passed_key(fd, key))
+    return;
+  const int64_t now = ns_of(Clock::now());
+  t->claim(key, {getpid(), 0}, now, now + ns_of(Clock::time_point(accept_wait())));
+}
+
+void passed_in(int fd, const SocketRef& s) noexcept {
+  claims::Table* t = claims::shared();
+  std::string key;
+  claims::Claim who;
+  if (!t || s->role() != Role::active || s->link || !passed_key(fd, key) || !t->find(key, ns_of(Clock::now()), who))
+    return;
+  t->drop(key, who.pid);
+  FERRY_LOG(debug, "upgrade", "fd %d: a connection passed unused by process %d: upgrading it here", fd, who.pid);
+  start(fd, s, false, true);
+}
+
+namespace {
+
 // A forked child's first data call on a connection its parent had not yet used: the
 // child serves it, so the child upgrades it, with the Link it inherited (which holds
 // none of the parent's RDMA objects: nothing is built before the first data call).

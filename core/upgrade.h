@@ -27,6 +27,14 @@ void release(Socket& s) noexcept;
 // The connection leaves this program's hands (core/handoff.h): if its upgrade never
 // began (no data call yet), it stays on TCP for good. True then.
 bool forgo(Socket& s) noexcept;
+// fd, a server connection not used yet, is about to be passed to another process
+// (SCM_RIGHTS): the claims table of this process tree says so, so that a receiver of
+// the tree serves it over RDMA (passed_in). Then forgo() keeps this copy on TCP.
+void passing(int fd, Socket& s) noexcept;
+// fd, a connection just received from another process: one that a process of this tree
+// passed before its first data call upgrades here, as a worker's accepted connection
+// would (claimed at the first data call; the listening process redirects the request).
+void passed_in(int fd, const SocketRef& s) noexcept;
 
 // In a forked child: connections the parent had not used yet upgrade again at the
 // child's first data call; others still upgrading stay on TCP here; upgraded ones

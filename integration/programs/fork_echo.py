@@ -4,11 +4,13 @@
     fork_echo.py server IP PORT            socketserver.ForkingTCPServer
     fork_echo.py forkaccept IP PORT        accept, fork, the child serves, the parent closes
     fork_echo.py prefork IP PORT WORKERS   listen, fork WORKERS that each accept and serve
+    fork_echo.py passfd IP PORT WORKERS    listen, fork WORKERS; accept and pass each
+                                           connection to a worker (SCM_RIGHTS), unused
     fork_echo.py client IP PORT CONNECTIONS [BYTES]
 
 Every server serves each connection in a process other than the one that listened.
 The client runs CONNECTIONS at once, each making a first small round trip, then
-(half a second later, when the connection may have moved to RDMA) sending BYTES of
+(ECHO_SETTLE seconds later, 0.5 by default, when the connection may have moved to RDMA) sending BYTES of
 random bytes (about 100 kB by default) while reading the echo; it exits 1 unless
 every echo is identical.
 """
@@ -20,6 +22,10 @@ import socketserver
 import sys
 import threading
 import time
+
+
+# How long the client waits after its first round trip before the bulk of its bytes.
+SETTLE = float(os.environ.get("ECHO_SETTLE", "0.5"))
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -102,6 +108,42 @@ def prefork(ip, port, workers):
         signal.pause()
 
 
+def passfd(ip, port, workers):
+    s = listener(ip, port)
+    pids, ends = [], []
+    for _ in range(workers):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            s.close()
+            mine.close()
+            signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+            while True:
+                _, fds, _, _ = socket.recv_fds(theirs, 1, 1)
+                if not fds:
+                    os._exit(0)
+                conn = socket.socket(fileno=fds[0])
+                threading.Thread(target=echo, args=(conn,), daemon=True).start()
+        theirs.close()
+        pids.append(pid)
+        ends.append(mine)
+
+    def stop(*_):
+        for p in pids:
+            os.kill(p, signal.SIGTERM)
+        for p in pids:
+            os.waitpid(p, 0)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    n = 0
+    while True:
+        conn, _ = s.accept()
+        socket.send_fds(ends[n % workers], [b"c"], [conn.fileno()])
+        conn.close()
+        n += 1
+
+
 def client(ip, port, n, size):
     errors = []
 
@@ -119,7 +161,7 @@ def client(ip, port, n, size):
             if got != first:
                 errors.append(i)
                 return
-            time.sleep(0.5)
+            time.sleep(SETTLE)
             t = threading.Thread(target=c.sendall, args=(data,))
             t.start()
             got = bytearray()
@@ -133,7 +175,14 @@ def client(ip, port, n, size):
             if c.recv(1) != b"" or hashlib.sha256(got).digest() != hashlib.sha256(data).digest():
                 errors.append(i)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    def guarded(i):
+        try:
+            one(i)
+        except OSError as e:  # a connection that failed is an error, not a pass
+            print(f"connection {i}: {e}", file=sys.stderr)
+            errors.append(i)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -151,5 +200,9 @@ if __name__ == "__main__":
         fork_after_accept(ip, port)
     elif role == "prefork":
         prefork(ip, port, int(sys.argv[4]))
+    elif role == "passfd":
+        passfd(ip, port, int(sys.argv[4]))
+    elif role != "client":
+        sys.exit(__doc__)
     else:
         sys.exit(client(ip, port, int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 100000))

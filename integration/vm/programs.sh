@@ -157,14 +157,17 @@ record $res
 # that listened (whose rdma_cm listener redirects the request to the server's own).
 fork_echo="$(cd "$(dirname "$0")/.." && pwd)/programs/fork_echo.py"
 port=7777
-for kind in "ForkingTCPServer server" "fork-after-accept forkaccept" "prefork prefork 4"; do
+for kind in "ForkingTCPServer server" "fork-after-accept forkaccept" "prefork prefork 4" "passfd passfd 4"; do
   set -- $kind
   name=$1
   port=$((port + 1))
   shift
   serve /usr/bin/python3 "$fork_echo" "$1" "$ip" "$port" "${@:2}"
   wait_port $port
-  if under client /usr/bin/python3 "$fork_echo" client "$ip" "$port" 8 4000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+  # A passed connection's worker makes its first data call (and so claims it) later.
+  settle=0.5
+  [ "$name" != passfd ] || settle=2
+  if ECHO_SETTLE=$settle under client /usr/bin/python3 "$fork_echo" client "$ip" "$port" 8 4000000 > "$out/$name.client.out" 2>&1; then res=ok; else
     res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
   sleep 0.5  # the servers' children exit (and print their counters) after the client's close
   stop $server
