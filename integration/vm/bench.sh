@@ -4,11 +4,23 @@
 # of SECONDS each. Every run of every system is attempted; a program that fails under a
 # system is recorded with its error. Never fails on a number.
 #   bench.sh BUILD_DIR [RUNS] [SECONDS]
+# In the two-host test bed (integration/testbed --hosts 2) it runs on both guests, which
+# walk the same pairs in the same order: every server runs on host 1 (198.18.0.1), every
+# client on host 2, and each pair meets in $TESTBED_SHARED (see across). Host 2 records
+# the figures and prints the table; host 1 leaves its servers' logs in $TESTBED_SHARED/logs
+# for it (and in its own $VM_OUT/logs).
 set -uo pipefail
 build=$1
 runs=${2:-3}
 secs=${3:-5}
 ip=${TESTBED_IP:?run inside integration/testbed}
+hosts=${TESTBED_HOSTS:-1}
+if [ "$hosts" = 2 ]; then
+  host=$TESTBED_HOST shared=$TESTBED_SHARED
+  # The servers' address: host 1's own, host 2's peer.
+  [ "$host" = 1 ] || ip=$TESTBED_PEER_IP
+  meeting=0  # the pairs so far: both hosts count the same ones
+fi
 export PATH=$PATH:/usr/sbin:/sbin
 ulimit -l 65536  # nginx workers drop root: their rings count against this (README)
 out=${VM_OUT:-/tmp/bench-out}
@@ -16,6 +28,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 rspreload=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
 res=/tmp/bench-results
 rm -rf "$res"; mkdir -p "$res" "$out/logs"
+if [ "$hosts" = 2 ]; then
+  mkdir -p "$shared/logs"
+  # read -t on a pipe nobody writes: a pause that starts no process, so that waiting for
+  # the other host costs the server next to it next to nothing.
+  rm -f /tmp/bench-nap; mkfifo /tmp/bench-nap
+fi
 cd /tmp
 port=20000
 limit=$((secs * 4 + 30))  # no single program may take longer than this
@@ -24,7 +42,7 @@ prefix() {  # prefix SYSTEM: the words that run a program as SYSTEM, in $pre
   case $1 in
     tcp) pre=() ;;
     rsocket) pre=(env "LD_PRELOAD=$rspreload") ;;
-    ferry) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/logs/$tag.%p.log" "$build/ferry") ;;
+    ferry) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/logs/$tag.${host:+h$host.}%p.log" "$build/ferry") ;;
   esac
 }
 
@@ -35,29 +53,97 @@ failed() {  # failed METRIC SYSTEM WHY: this run failed; the first reason is kep
   [ -s "$res/$1.$2.err" ] || echo "$3" | tr '\r\n' '  ' | cut -c1-160 > "$res/$1.$2.err"
 }
 why() {  # why: the first line of the pair's output that looks like an error
-  local w
-  w=$(cat "$out/logs/$tag.out" "$out/logs/$tag.server.out" 2>/dev/null | tr '\r' '\n' |
+  local w slogs=$out/logs
+  [ "$hosts" != 2 ] || slogs=$shared/logs  # the server's, from host 1
+  w=$(cat "$out/logs/$tag.out" "$slogs/$tag.server.out" 2>/dev/null | tr '\r' '\n' |
     grep -v WARNING | grep -ihE 'error|fail|abort|fault|refused|crash|signal|reset|denied' | head -1)
   echo "${w:-no result (exited, or killed after ${limit}s)}"
+}
+
+listening() {  # listening: until the server listens on $port (3 s at most)
+  for _ in $(seq 30); do ss -Hltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
+  sleep 0.2  # rsocket listens over rdma_cm only: ss cannot see it
+}
+stop() {  # stop: the server, with SIGTERM, then after 5 s with SIGKILL
+  kill "$server" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
 }
 
 pair() {  # pair SYSTEM TAG SERVER... -- CLIENT...: both ends as SYSTEM; the client's status
   local system=$1 sargs=() status
   tag=$2; shift 2
+  prefix "$system"
+  if [ "$hosts" = 2 ]; then
+    across listening "$out/logs/$tag.server.out" "$out/logs/$tag.out" "$@"
+    return
+  fi
   while [ "$1" != -- ]; do sargs+=("$1"); shift; done
   shift
-  prefix "$system"
   "${pre[@]}" "${sargs[@]}" > "$out/logs/$tag.server.out" 2>&1 &
   server=$!
-  for _ in $(seq 30); do ss -Hltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
-  sleep 0.2  # rsocket listens over rdma_cm only: ss cannot see it
+  listening
   timeout -k 5 $limit "${pre[@]}" "$@" > "$out/logs/$tag.out" 2>&1
   status=$?
   [ "$system" = ferry ] && "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null
-  kill "$server" 2>/dev/null
-  for _ in $(seq 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
+  stop
+  return $status
+}
+
+# Two hosts: host 1 and host 2 walk the same pairs, and for each say in the shared
+# directory how far they are: N.ready (host 1's server is up), N.done (host 2's client
+# finished), N.stopped (host 1 stopped the server and left its logs in shared/logs).
+signal() {  # signal WORD: this pair's WORD for the other host (whole, or not at all)
+  echo "$tag" > "$shared/$meeting.$1.tmp" && mv "$shared/$meeting.$1.tmp" "$shared/$meeting.$1"
+}
+await() {  # await WORD SECONDS: whether the other host said this pair's WORD in time
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    [ -e "$shared/$meeting.$1" ] && return 0
+    read -rt 0.1 <> /tmp/bench-nap
+  done
+  return 1
+}
+# across READY SERVER_OUT CLIENT_OUT SERVER... -- CLIENT...: one pair across the wire,
+# each end prefixed by $pre: on host 1 the server, which is up once the command READY
+# returns; on host 2 the client. Host 2 returns the client's status, host 1 nonzero (it
+# measures nothing).
+across() {
+  local ready=$1 sout=$2 cout=$3 sargs=() status=1
+  shift 3
+  while [ "$1" != -- ]; do sargs+=("$1"); shift; done
+  shift
+  meeting=$((meeting + 1))
+  if [ "$host" = 1 ]; then
+    "${pre[@]}" "${sargs[@]}" > "$sout" 2>&1 &
+    server=$!
+    $ready
+    signal ready
+    await "done" $((limit + 60)) || echo "bench: $tag: host 2's client never finished" >&2
+    [ "$system" = ferry ] && "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null
+    stop
+    cp "$out/logs/$tag".* "$shared/logs/" 2>/dev/null
+    signal stopped
+    return 1
+  fi
+  if ! await ready $((limit + 60)); then
+    echo "bench: failed: host 1 did not start the server within $((limit + 60))s" > "$cout"
+  elif [ "$(cat "$shared/$meeting.ready")" != "$tag" ]; then
+    echo "bench: failed: host 1 is at $(cat "$shared/$meeting.ready"), not $tag" | tee "$cout" >&2
+  else
+    timeout -k 5 $limit "${pre[@]}" "$@" > "$cout" 2>&1
+    status=$?
+    # A last line for a client that could not say why (perftest's rows report the last
+    # line; why picks a crash, but a timeout's cause may be in the server's output).
+    case $status in
+      124|137) echo "bench: killed after ${limit}s, no result" >> "$cout" ;;
+      *) [ $status -le 128 ] ||
+        echo "bench: the client died of signal $((status - 128)) (SIG$(kill -l $((status - 128))))" >> "$cout" ;;
+    esac
+  fi
+  signal "done"
+  await stopped 60 || echo "bench: $tag: host 1 never stopped its server" >&2
   return $status
 }
 
@@ -83,7 +169,7 @@ iperf() {  # iperf SYSTEM
      ! grep -q ' 0.00 Bytes .*receiver' "$out/logs/$tag.out"; then
     note iperf3_gbps "$system" "$(awk '/receiver/ {print $(NF-2)}' "$out/logs/$tag.out")"
   else
-    grep -q ' 0.00 Bytes .*receiver' "$out/logs/$tag.out" && failed iperf3_gbps "$system" "iperf3: no byte arrived"
+    grep -q ' 0.00 Bytes .*receiver' "$out/logs/$tag.out" 2>/dev/null && failed iperf3_gbps "$system" "iperf3: no byte arrived"
     failed iperf3_gbps "$system" "iperf3: $(why)"
   fi
 }
@@ -147,39 +233,55 @@ connect_rate() {  # connect_rate SYSTEM
   fi
 }
 
+cm_listening() {  # cm_listening: until a perftest server listens over rdma_cm (4 s at most)
+  sleep 1
+  for _ in $(seq 30); do rdma resource show cm_id 2>/dev/null | grep -q LISTEN && break; sleep 0.1; done
+}
+perftest() {  # perftest OUT SERVER... -- CLIENT...: a perftest pair over rdma_cm; the client's status
+  local cout=$1 sargs=() status tag system=verbs
+  shift
+  if [ "$hosts" = 2 ]; then
+    pre=() tag=${cout##*/}; tag=${tag%.out}
+    across cm_listening "${cout%.out}.server.out" "$cout" "$@"
+    return
+  fi
+  while [ "$1" != -- ]; do sargs+=("$1"); shift; done
+  shift
+  "${sargs[@]}" > /dev/null 2>&1 &
+  server=$!; sleep 1
+  timeout -k 5 $limit "$@" > "$cout" 2>&1
+  status=$?
+  kill $server 2>/dev/null; wait $server 2>/dev/null
+  return $status
+}
+
 verbs() {  # raw RDMA WRITE between two processes over rdma_cm: the test bed's limit
   local tag=verbs.$r
   for size in 64 4096; do
-    ib_write_lat -R -s $size -n $((secs * 2000)) > /dev/null 2>&1 &
-    server=$!; sleep 1
-    if timeout -k 5 $limit ib_write_lat -R -s $size -n $((secs * 2000)) "$ip" > "$out/logs/$tag.lat$size.out" 2>&1; then
+    if perftest "$out/logs/$tag.lat$size.out" ib_write_lat -R -s $size -n $((secs * 2000)) -- \
+         ib_write_lat -R -s $size -n $((secs * 2000)) "$ip"; then
       note pp${size}_p50 verbs "$(awk -v s=$size '$1 == s {print $5}' "$out/logs/$tag.lat$size.out")"
       note pp${size}_p99 verbs "$(awk -v s=$size '$1 == s {print $8}' "$out/logs/$tag.lat$size.out")"
     else
-      failed pp${size}_p50 verbs "ib_write_lat: $(tail -1 "$out/logs/$tag.lat$size.out")"
+      failed pp${size}_p50 verbs "ib_write_lat: $(tail -1 "$out/logs/$tag.lat$size.out" 2>/dev/null)"
     fi
-    kill $server 2>/dev/null; wait $server 2>/dev/null
   done
   # The same exchange with SEND/RECV, which (like ferry's WRITE WITH IMMEDIATE) takes a
   # receive completion per message, where ib_write_lat polls the last byte in memory.
-  ib_send_lat -R -s 64 -n $((secs * 2000)) > /dev/null 2>&1 &
-  server=$!; sleep 1
-  if timeout -k 5 $limit ib_send_lat -R -s 64 -n $((secs * 2000)) "$ip" > "$out/logs/$tag.send64.out" 2>&1; then
+  if perftest "$out/logs/$tag.send64.out" ib_send_lat -R -s 64 -n $((secs * 2000)) -- \
+       ib_send_lat -R -s 64 -n $((secs * 2000)) "$ip"; then
     note send64_p50 verbs "$(awk '$1 == 64 {print $5}' "$out/logs/$tag.send64.out")"
   else
-    failed send64_p50 verbs "ib_send_lat: $(tail -1 "$out/logs/$tag.send64.out")"
+    failed send64_p50 verbs "ib_send_lat: $(tail -1 "$out/logs/$tag.send64.out" 2>/dev/null)"
   fi
-  kill $server 2>/dev/null; wait $server 2>/dev/null
-  ib_write_bw -R -s 65536 -D "$secs" --report_gbits > /dev/null 2>&1 &
-  server=$!; sleep 1
-  if timeout -k 5 $limit ib_write_bw -R -s 65536 -D "$secs" --report_gbits "$ip" > "$out/logs/$tag.bw.out" 2>&1; then
+  if perftest "$out/logs/$tag.bw.out" ib_write_bw -R -s 65536 -D "$secs" --report_gbits -- \
+       ib_write_bw -R -s 65536 -D "$secs" --report_gbits "$ip"; then
     local bw; bw=$(awk '$1 == 65536 {print $4}' "$out/logs/$tag.bw.out")
     note iperf3_gbps verbs "$bw"
     note sockperf_tp_gbps verbs "$bw"
   else
-    failed iperf3_gbps verbs "ib_write_bw: $(tail -1 "$out/logs/$tag.bw.out")"
+    failed iperf3_gbps verbs "ib_write_bw: $(tail -1 "$out/logs/$tag.bw.out" 2>/dev/null)"
   fi
-  kill $server 2>/dev/null; wait $server 2>/dev/null
 }
 
 "$build/ferry" true  # warm the page cache
@@ -197,4 +299,11 @@ for r in $(seq "$runs"); do
   for s in $systems; do connect_rate "$s"; done
 done
 
+if [ "$hosts" = 2 ]; then
+  # Host 2 has the figures, and host 1's servers' logs in the shared directory.
+  if [ "$host" = 1 ]; then echo "bench: host 1: every pair served" >&2; exit 0; fi
+  python3 "$here/bench_report.py" "$res" "$out/logs:$shared/logs" "$runs" "$secs" "$out/bench.json" 2 |
+    tee "$out/table.txt"
+  exit
+fi
 python3 "$here/bench_report.py" "$res" "$out/logs" "$runs" "$secs" "$out/bench.json"

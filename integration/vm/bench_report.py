@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The benchmark table: medians per metric and system, ratios, targets, and where ferry's
 bytes went (its own counters). Writes the same figures as JSON.
-    bench_report.py RESULTS_DIR LOG_DIR RUNS SECONDS JSON_OUT
+    bench_report.py RESULTS_DIR LOG_DIR[:LOG_DIR...] RUNS SECONDS JSON_OUT [HOSTS]
 RESULTS_DIR holds METRIC.SYSTEM (one figure per run) and METRIC.SYSTEM.err (why a run failed).
+Ferry's counters are summed over the logs of every LOG_DIR. HOSTS 2: the runs crossed the
+two-host test bed's wire (servers on host 1, clients on host 2).
 """
 import glob
 import json
@@ -50,7 +52,8 @@ def read_figures(results, metric, system):
 def counters(logs, prefix):
     """Sum over the processes of a metric's ferry runs: each process's largest reading."""
     total = {}
-    for path in glob.glob(os.path.join(logs, prefix + "*")):
+    paths = [p for d in logs.split(":") for p in sorted(glob.glob(os.path.join(d, prefix + "*")))]
+    for path in paths:
         if not (path.endswith(".log") or path.endswith(".stat")):
             continue
         best = {}
@@ -65,6 +68,7 @@ def counters(logs, prefix):
 
 def main():
     results, logs, runs, secs, json_out = sys.argv[1:6]
+    hosts = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     table = {}
     for metric, label, unit, lower in METRICS:
         row = {"label": label, "unit": unit, "lower_is_better": lower, "systems": {}}
@@ -91,7 +95,11 @@ def main():
         o = table[metric]["systems"].get(system, {}).get("median")
         return f / o if f and o else None
 
-    print(f"\nferry benchmark: Soft-RoCE (rxe) in a TCG-emulated VM, medians of {runs} runs x {secs} s.")
+    if hosts == 2:
+        print(f"\nferry benchmark: Soft-RoCE (rxe) across two hosts, TCG-emulated VMs of one CPU each on a"
+              f" wire,\nservers on 198.18.0.1, clients on 198.18.0.2; medians of {runs} runs x {secs} s.")
+    else:
+        print(f"\nferry benchmark: Soft-RoCE (rxe) in a TCG-emulated VM, medians of {runs} runs x {secs} s.")
     print("Absolute figures are emulated; compare within a row. * = some runs failed (see below).")
     head = f"{'':22} {'unit':7}" + "".join(f"{s:>10}" for s in SYSTEMS) + \
         f"{'f/verbs':>9}{'f/tcp':>8}{'f/rsock':>8}"
@@ -143,7 +151,8 @@ def main():
     if not any_failure:
         print("  none")
 
-    print("\nWhere ferry's bytes went (its counters, both ends, all runs)")
+    print("\nWhere ferry's bytes went (its counters, both ends, all runs" +
+          (": servers on host 1, clients on host 2)" if hosts == 2 else ")"))
     print(f"  {'runs of':14}{'upgraded':>9}{'rdma_sent':>16}{'tcp_sent':>14}{'rdma share':>11}")
     where = {}
     for key, prefix in LOG_PREFIX.items():
@@ -158,9 +167,12 @@ def main():
         print(f"  {key:14}{c.get('upgraded', 0):>9}{rdma:>16}{tcp:>14}{share:>11.3f}{flag}")
 
     with open(json_out, "w") as f:
-        json.dump({"runs": int(runs), "seconds": float(secs), "metrics": table, "references": references,
-                   "targets": json_targets,
-                   "ferry_bytes": where}, f, indent=1)
+        report = {"runs": int(runs), "seconds": float(secs), "metrics": table, "references": references,
+                  "targets": json_targets,
+                  "ferry_bytes": where}
+        if hosts == 2:
+            report["hosts"] = 2
+        json.dump(report, f, indent=1)
     print(f"\nJSON: {os.path.basename(json_out)}")
 
 
