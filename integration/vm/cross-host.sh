@@ -38,15 +38,8 @@ failures=0
 say() { printf '%s\n' "$*"; }
 fail() { say "FAIL [$name] host $host: $*"; failures=$((failures + 1)); }
 
-# wait_for SECONDS FILE: whether FILE appeared within SECONDS.
-wait_for() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    [ -e "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=integration/vm/meet.sh
+. "$here/meet.sh"
 
 # counter FIELD: the value at exit in this side's ferry log (0 without one).
 counter() { awk -v f="$1" '$1 == f {v = $2} END {print v + 0}' "$out/$name.$role.log" 2>/dev/null || echo 0; }
@@ -281,7 +274,8 @@ peer_killed() {
     victim=$!
     wait_for 300 "$shared/kill-$mode.blocked" || { name=kill-$mode; fail "host 1 never blocked"; }
     sleep 0.5
-    pkill -9 -f "peer_fault.py kill-victim .* $shared/kill-$mode\$" || true
+    # The program itself (not the timeout around it), as a process that dies.
+    pkill -9 -f "^/usr/bin/python3 $here/peer_fault.py kill-victim .* $shared/kill-$mode\$" || true
     wait $victim || true
   fi
 }

@@ -24,14 +24,8 @@ declare -a rows
 
 fail() { echo "FAIL [$name] host $host: $*"; failures=$((failures + 1)); }
 
-wait_for() {  # wait_for SECONDS FILE: whether FILE appeared within SECONDS
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    [ -e "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# shellcheck source=integration/vm/meet.sh
+. "$here/meet.sh"
 
 under() {  # under SIDE CMD...: CMD under ferry, its counters in $out/$name.SIDE.PID.log
   local side=$1
