@@ -84,6 +84,19 @@ def fork_after_accept(ip, port):
         conn.close()
 
 
+def stop_workers_on_term(pids):
+    """On SIGTERM, the workers are stopped and waited for, then this process exits."""
+
+    def stop(*_):
+        for p in pids:
+            os.kill(p, signal.SIGTERM)
+        for p in pids:
+            os.waitpid(p, 0)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def prefork(ip, port, workers):
     s = listener(ip, port)
     pids = []
@@ -96,14 +109,7 @@ def prefork(ip, port, workers):
                 echo(conn)
         pids.append(pid)
 
-    def stop(*_):
-        for p in pids:
-            os.kill(p, signal.SIGTERM)
-        for p in pids:
-            os.waitpid(p, 0)
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
+    stop_workers_on_term(pids)
     while True:
         signal.pause()
 
@@ -128,14 +134,7 @@ def passfd(ip, port, workers):
         pids.append(pid)
         ends.append(mine)
 
-    def stop(*_):
-        for p in pids:
-            os.kill(p, signal.SIGTERM)
-        for p in pids:
-            os.waitpid(p, 0)
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
+    stop_workers_on_term(pids)
     n = 0
     while True:
         conn, _ = s.accept()

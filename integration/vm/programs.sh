@@ -222,6 +222,26 @@ t=$(( $(sum bytes_tcp_sent wrk) + $(sum bytes_tcp_received wrk) - $(at4 bytes_tc
 [ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
 record $res
 
+# nginx again with SO_REUSEPORT: the master opens a listening socket per worker, each
+# worker accepts on its own; the master's rdma_cm listener redirects every request.
+name=nginx-reuseport
+"$(dirname "$0")/nginx-conf" "$ip" 8089 "$www" reuseport > "$out/nginx-reuseport.conf"
+ulimit -l 65536
+serve nginx -c "$out/nginx-reuseport.conf" -e stderr
+ulimit -l "$memlock"
+wait_port 8089
+res=ok
+got=$(under client curl -sf "http://$ip:8089/big" | sha256sum)
+[ "$got" = "$want" ] || { res=FAILED; fail "curl: the 8 MiB file came back different"; }
+under wrk wrk -t 2 -c 16 -d 5s "http://$ip:8089/small" > "$out/$name.wrk.out" 2>&1 &&
+  grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -qE 'Non-2xx|Socket errors' "$out/$name.wrk.out" ||
+  { res=FAILED; fail "wrk: $(tail -3 "$out/$name.wrk.out")"; }
+for w in $(pgrep -P "$server"); do "$ferry" stat "$w" >> "$out/$name.server.$w.log" 2>/dev/null; done
+stop $server
+expect_rdma 10000000
+[ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
+record $res
+
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
 printf '%s\n' "${rows[@]}"
 [ $failures -eq 0 ] && echo "programs: all passed" || echo "programs: $failures failure(s)"
