@@ -52,7 +52,9 @@ long close(int fd) noexcept {
   if (ours(fd)) return -EBADF;
   // Untrack first: once the kernel frees the number another thread may reuse it.
   SocketRef s = fd_table().take(fd);
-  if (s && s->link) upgrade::closing(fd, *s);
+  // No other descriptor of the table shares the socket (a count another thread holds
+  // for a moment only makes the close an orderly one).
+  if (s && s->link) upgrade::closing(fd, *s, s.use_count() == 1);
   if (epoll_sets().tracked(fd)) epoll_sets().take(fd);
   return sys(real.close(fd));
 }

@@ -937,12 +937,34 @@ void after_fork_child() noexcept {
   });
 }
 
-void closing(int fd, Socket& s) noexcept {
+namespace {
+
+// Kernel TCP answers a close with bytes left unread by resetting the connection
+// (dropping what it had yet to send). The ring's bytes are not the kernel's, so the
+// close becomes abortive here, as SO_LINGER {1, 0} makes it: no fin over RDMA, the
+// kernel socket resets, and the peer learns of it from TCP once the RDMA side is gone.
+void reset_if_unread(int fd, Socket& s) noexcept {
+  Link& link = *s.link;
+  if (link.inherited || link.down.load() || s.transport() != Transport::rdma || !link.established()) return;
+  {
+    std::lock_guard<Lock> lock(link.channel->mu());
+    Channel& ch = *link.channel;
+    ch.scan_st();
+    if (ch.readable_st() == 0) return;
+  }
+  static const linger abort{1, 0};
+  if (real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort) == 0) s.linger_s.store(0);
+}
+
+}  // namespace
+
+void closing(int fd, Socket& s, bool last) noexcept {
   if (!s.link) return;
   handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
   if (s.link->fd == fd) unwatch(*s.link);
   // Going back to TCP: the backlog must outlive the program's descriptors.
   if (s.link->down.load() && !s.link->inherited && s.transport() == Transport::rdma) down::prepare(fd, *s.link);
+  if (last) reset_if_unread(fd, s);
 }
 
 void release(Socket& s) noexcept {

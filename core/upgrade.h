@@ -20,8 +20,9 @@ void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept;
 // The program's first data call on fd, an upgrading socket: the upgrade may commit now
 // (see Link::arm); in a forked child, one its parent never used starts here.
 void first_data_call(int fd, Socket& s) noexcept;
-// The program is about to close (or dup2 over) fd, a descriptor of s.
-void closing(int fd, Socket& s) noexcept;
+// The program is about to close (or dup2 over) fd, a descriptor of s; `last`: the last
+// one (the kernel's close then ends the connection).
+void closing(int fd, Socket& s, bool last = false) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
 // The connection leaves this program's hands (core/handoff.h): if its upgrade never
