@@ -155,8 +155,13 @@ void build_tx_locked(Link& link, DownState& st) {
     // closed (the first send taken, the peer's reset, then EPIPE). A header written
     // now would take that first send's place.
     link.tx_left.store(true);
+    // But bytes of ours that reached the peer after its fin, never read, are that
+    // first send: kernel TCP's peer answered them with its reset, and a connection
+    // that had seen the fin reports EPIPE from then on.
+    const bool answered = ch.peer_fin() && ch.peer_left_unread_st();
     ch.leave_st();
-    st.tx = DownState::Tx::done;
+    st.tx = answered ? DownState::Tx::broken : DownState::Tx::done;
+    if (answered) st.tx_error = EPIPE;
     return;
   }
   const size_t head = headerless ? 0 : downgrade::kHeaderSize;
