@@ -301,8 +301,39 @@ long discard(int fd, Socket& s, size_t n, int flags) noexcept {
 
 }  // namespace
 
+namespace {
+
+// MSG_PEEK with MSG_WAITALL: the kernel waits until the whole request can be peeked
+// (or the stream ends, fails or times out, and then shows what there is). Peeks again
+// from the start each time more has come.
+long peek_all(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  const size_t total = total_of(iov, iovcnt);
+  Link& link = *s.link;
+  Deadline deadline;
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    const long r = recv(fd, s, iov, iovcnt, flags & ~MSG_WAITALL);
+    if (r <= 0 || static_cast<size_t>(r) == total) return r;
+    // Only the ring is peeked here; a receive on TCP is the kernel's own.
+    if (s.transport() != Transport::rdma || link.down.load() || link.rd_shut) return r;
+    {
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
+      ch.progress_st();
+      if (ch.readable_st() > static_cast<size_t>(r)) continue;
+      if (ch.peer_fin() || ch.failed() || link.peer_gone.load()) return r;
+    }
+    if (wait_for(link, seen, deadline.of(s.rcvtimeo_us.load())) < 0) return r;
+  }
+}
+
+}  // namespace
+
 long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   if ((flags & MSG_TRUNC) && !(flags & MSG_OOB)) return discard(fd, s, total_of(iov, iovcnt), flags & ~MSG_TRUNC);
+  if ((flags & (MSG_PEEK | MSG_WAITALL | MSG_OOB | MSG_DONTWAIT)) == (MSG_PEEK | MSG_WAITALL) &&
+      !s.nonblocking.load() && s.link->established())
+    return peek_all(fd, s, iov, iovcnt, flags);
   if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
   const size_t total = total_of(iov, iovcnt);
   const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
