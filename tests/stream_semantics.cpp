@@ -510,6 +510,44 @@ void splices() {
   for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
 }
 
+// A client that sends its request and shuts its side down at once (before the upgrade
+// settles, so the kernel carries the FIN), then reads a reply larger than the ring,
+// which the server sends over RDMA and closes: the client's kernel socket hangs up
+// (both directions shut) while the ring's bytes are still coming.
+void request_then_shutdown() {
+  puts("request, shutdown(SHUT_WR) at once, then a reply larger than the ring");
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+  int s = accept(l, nullptr, nullptr);
+  close(l);
+  std::vector<char> reply = pattern(4 << 20, 5, 1);
+  size_t n = 0;
+  long eof = -2;
+  std::thread t([&] {
+    char req[8] = {};
+    n = recv_upto(s, req, 7);
+    char x;
+    eof = recv(s, &x, 1, 0);
+    wait_upgraded(g_upgrades += 2);
+    send_all(s, reply.data(), reply.size());
+    close(s);
+  });
+  show("send request", send(c, "request", 7, 0));
+  show("shutdown SHUT_WR", shutdown(c, SHUT_WR));
+  std::vector<char> in(reply.size() + 1);
+  size_t got = 0;
+  long r;
+  while ((r = recv(c, in.data() + got, in.size() - got, 0)) > 0) got += static_cast<size_t>(r);
+  t.join();
+  printf("  server read %zu bytes, then %ld\n", n, eof);
+  show("final recv", r);
+  bool same = got == reply.size() && !memcmp(in.data(), reply.data(), got);
+  printf("  received %zu bytes, %s\n", got, same ? "identical" : "DIFFERENT");
+  close(c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -525,6 +563,7 @@ int main(int argc, char** argv) {
   shutdown_write_gives_eof();
   shutdowns();
   close_after_burst();
+  request_then_shutdown();
   send_to_closed_peer();
   other_calls();
   splices();
