@@ -7,6 +7,7 @@
 #include "core/stats.h"
 
 #include <linux/sockios.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 
@@ -302,12 +303,18 @@ bool tcp_took_over(int fd, Link& link, Why& why) noexcept {
   const uint32_t ev = link.tcp_events.load(std::memory_order_relaxed);
   if (ev == link.tcp_checked.load(std::memory_order_relaxed)) return false;
   link.tcp_checked.store(ev, std::memory_order_relaxed);
-  // After the cutover nothing of ours ends the kernel's connection: an error or a hang
-  // up there is TCP's own verdict (keepalive, user timeout, a reset).
+  // After the cutover nothing of ours ends the kernel's connection in error: one that
+  // did is TCP's own verdict (keepalive, user timeout, a reset). A hang-up alone is
+  // not: both directions shut in order (our shutdown went to the kernel before the
+  // upgrade, then the peer's close) leaves the ring's bytes still to come.
   pollfd p{fd, POLLIN, 0};
-  if (real.poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {
-    why = Why::failed;
-    return true;
+  if (real.poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE) {
+      why = Why::failed;
+      return true;
+    }
   }
   int n = 0;
   why = Why::peer;
