@@ -606,6 +606,9 @@ void Channel::fail_st(const std::string& why) {
 
 void Channel::probe_st() {
   if (failed() || left_ || !peer_known_) return;
+  // A send queue full of writes in flight probes already: the poller never waits here
+  // for room (a vanished peer would hold it until the queue pair gives up).
+  if (sq_outstanding_ + 1 > kSendDepth) return;
   if (prober_.tick(!queue_.empty() || tx_starved_, tx_.acked())) flush_st();
 }
 
