@@ -1,6 +1,12 @@
 #include "core/claims.h"
 
+#include "core/libc.h"
+
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <new>
@@ -102,15 +108,36 @@ void Table::drop(std::string_view key, int32_t pid) noexcept {
 
 Table* shared() noexcept { return g_table.load(std::memory_order_acquire); }
 
-Table* make_shared() noexcept {
+Table* map_named(const char* path) noexcept {
+  const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return nullptr;
+  struct stat st;
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
+      (st.st_size >= static_cast<off_t>(sizeof(Table)) || ftruncate(fd, sizeof(Table)) == 0))
+    p = mmap(nullptr, sizeof(Table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  real.close(fd);
+  // A new file reads as zeros: every slot free, as in a fresh anonymous table.
+  return p == MAP_FAILED ? nullptr : static_cast<Table*>(p);
+}
+
+Table* make_shared(bool per_user) noexcept {
   if (Table* t = shared()) return t;
-  void* p = mmap(nullptr, sizeof(Table), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  // Fresh anonymous memory is zero: every slot is free, no page touched until used.
-  auto* t = static_cast<Table*>(p);
+  Table* t = nullptr;
+  if (per_user) {
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/ferry-claims.%u", static_cast<unsigned>(geteuid()));
+    t = map_named(path);
+  }
+  if (!t) {
+    void* p = mmap(nullptr, sizeof(Table), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    // Fresh anonymous memory is zero: every slot is free, no page touched until used.
+    t = static_cast<Table*>(p);
+  }
   Table* expected = nullptr;
   if (!g_table.compare_exchange_strong(expected, t)) {
-    munmap(p, sizeof(Table));
+    munmap(t, sizeof(Table));
     return expected;
   }
   return t;

@@ -8,6 +8,13 @@
 // The table lives in memory mapped shared and anonymous by the first process of the
 // tree that listens, before it forks: only its descendants (that did not exec) can
 // read or write it, so no unrelated local process can claim a connection.
+//
+// SO_REUSEPORT listeners of unrelated processes share one port, and only one of them
+// can hold the rdma_cm listener on it: a process whose first listener has SO_REUSEPORT
+// maps the table of its effective user instead (/dev/shm/ferry-claims.UID, mode 0600,
+// owned by that user), so that the process holding the rdma_cm port can redirect the
+// others' requests. The kernel lets only sockets of one effective user join a reuseport
+// group; the table has the same boundary.
 #pragma once
 
 #include <atomic>
@@ -57,7 +64,13 @@ class Table {
 
 // This process's table: inherited from the parent at fork, made by make_shared().
 Table* shared() noexcept;
-// Maps a fresh table if this process has none (at its first listen). Idempotent.
-Table* make_shared() noexcept;
+// Maps a table if this process has none (at its first listen): its user's named one
+// when `per_user` (a reuseport listener) and it can be trusted, else a fresh anonymous
+// one. Idempotent.
+Table* make_shared(bool per_user = false) noexcept;
+// Maps the table in the file at `path`, creating it (mode 0600) if there is none;
+// nullptr unless the file is a regular file of this effective user that no one else
+// may read or write.
+Table* map_named(const char* path) noexcept;
 
 }  // namespace ferry::claims

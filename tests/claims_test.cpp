@@ -1,6 +1,8 @@
 #include "core/claims.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +75,36 @@ TEST(Claims, ChildClaimsParentFinds) {
   ASSERT_TRUE(t->find("198.18.0.9|1234|5432", 1, c));
   EXPECT_EQ(c.pid, child);
   EXPECT_EQ(c.port, 4242);
+}
+
+// Unrelated processes (here: two mappings, as two processes would have) share a named
+// table; a file anyone else could read or write is not trusted.
+TEST(Claims, NamedTableIsSharedAndMustBePrivate) {
+  char dir[] = "/tmp/claims_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/table";
+  Table* a = map_named(path.c_str());
+  Table* b = map_named(path.c_str());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(a, b);
+  Claim c;
+  EXPECT_FALSE(b->find("198.18.0.2|40000|80", 0, c));  // a new file is an empty table
+  ASSERT_TRUE(a->claim("198.18.0.2|40000|80", {321, 6000}, 0, 100));
+  ASSERT_TRUE(b->find("198.18.0.2|40000|80", 1, c));
+  EXPECT_EQ(c.pid, 321);
+  EXPECT_EQ(c.port, 6000);
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  EXPECT_EQ(map_named(path.c_str()), nullptr);
+  const std::string link = std::string(dir) + "/link";
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  EXPECT_EQ(map_named(link.c_str()), nullptr);  // never through a symbolic link
+  munmap(a, sizeof(Table));
+  munmap(b, sizeof(Table));
+  unlink(link.c_str());
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
