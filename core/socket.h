@@ -67,8 +67,11 @@ class Socket {
   std::atomic<bool> kernel_for_good{false};
 
   // A listener: the process whose rdma_cm listener answers for it (a forked child that
-  // accepts on an inherited listener cannot receive its connections' requests).
+  // accepts on an inherited listener cannot receive its connections' requests), or
+  // kListenerElsewhere: a process of the same user with a listener in the same
+  // SO_REUSEPORT group, which redirects (core/claims.h).
   std::atomic<int> listening_pid{0};
+  static constexpr int kListenerElsewhere = -1;
 
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;

@@ -790,14 +790,19 @@ void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, 
 
 void server_listening(int fd, const SocketRef& s) noexcept {
   if (!poller::available() || !some_device_allowed()) return;
-  // Before any fork: the processes this one forks to serve its connections share it.
-  claims::make_shared();
+  int reuse = 0;
+  socklen_t optlen = sizeof reuse;
+  const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;
+  // Before any fork: the processes this one forks to serve its connections share it
+  // (and, for a reuseport listener, the other processes of its user: core/claims.h).
+  claims::make_shared(reuseport);
   sockaddr_storage local;
   socklen_t len = sizeof local;
   if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
   s->listening_pid.store(getpid());
   const Socket* key = s.get();
-  poller::submit([local, key] {
+  std::weak_ptr<Socket> weak = s;
+  poller::submit([local, key, weak, reuseport] {
     auto l = std::make_unique<Listener>();
     l->port = port_of(reinterpret_cast<const sockaddr*>(&local));
     l->socket = key;
@@ -807,8 +812,17 @@ void server_listening(int fd, const SocketRef& s) noexcept {
     sockaddr_storage addr = local;
     unmap(addr);
     if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(raw, 1024) != 0) {
+      const int err = errno;
+      if (reuseport && err == EADDRINUSE && claims::shared()) {
+        // Another listener of the reuseport group holds the rdma_cm port: it receives
+        // the requests for this one's connections and redirects them here once they
+        // are claimed.
+        if (SocketRef held = weak.lock()) held->listening_pid.store(Socket::kListenerElsewhere);
+        FERRY_LOG(debug, "upgrade", "port %u: another process's reuseport listener takes its requests", l->port);
+        return;
+      }
       FERRY_LOG(info, "upgrade", "no rdma_cm listener on port %u (%s): its connections stay on TCP", l->port,
-                strerror(errno));
+                strerror(err));
       return;
     }
     FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);

@@ -6,9 +6,12 @@
     fork_echo.py prefork IP PORT WORKERS   listen, fork WORKERS that each accept and serve
     fork_echo.py passfd IP PORT WORKERS    listen, fork WORKERS; accept and pass each
                                            connection to a worker (SCM_RIGHTS), unused
+    fork_echo.py reuseport IP PORT         one of several unrelated processes, each
+                                           with its own SO_REUSEPORT listener
     fork_echo.py client IP PORT CONNECTIONS [BYTES]
 
-Every server serves each connection in a process other than the one that listened.
+Every server serves each connection in a process other than the one whose rdma_cm
+listener receives its upgrade request (reuseport: the first process to listen).
 The client runs CONNECTIONS at once, each making a first small round trip, then
 (ECHO_SETTLE seconds later, 0.5 by default, when the connection may have moved to RDMA) sending BYTES of
 random bytes (about 100 kB by default) while reading the echo; it exits 1 unless
@@ -114,6 +117,18 @@ def prefork(ip, port, workers):
         signal.pause()
 
 
+def reuseport(ip, port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind((ip, port))
+    s.listen(64)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        conn, _ = s.accept()
+        threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+
 def passfd(ip, port, workers):
     s = listener(ip, port)
     pids, ends = [], []
@@ -201,6 +216,8 @@ if __name__ == "__main__":
         prefork(ip, port, int(sys.argv[4]))
     elif role == "passfd":
         passfd(ip, port, int(sys.argv[4]))
+    elif role == "reuseport":
+        reuseport(ip, port)
     elif role != "client":
         sys.exit(__doc__)
     else:

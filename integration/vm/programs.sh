@@ -178,6 +178,31 @@ for kind in "ForkingTCPServer server" "fork-after-accept forkaccept" "prefork pr
   record $res
 done
 
+# Three unrelated processes (not one another's children), each with its own
+# SO_REUSEPORT listener on one port: the kernel spreads the connections over them, the
+# first to listen holds the rdma_cm port and redirects the others' requests to them
+# (their user's claims table). Each process must have served connections over RDMA.
+name=reuseport-apart
+port=7790
+apart=()
+for i in 1 2 3; do
+  serve /usr/bin/python3 "$fork_echo" reuseport "$ip" $port
+  apart+=("$server")
+  for _ in $(seq 100); do [ "$(ss -Hltn "sport = :$port" | wc -l)" -ge $i ] && break; sleep 0.1; done
+done
+if under client /usr/bin/python3 "$fork_echo" client "$ip" $port 24 1000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+  res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
+sleep 0.5
+for p in "${apart[@]}"; do
+  stop "$p"
+  up=$(awk '$1 == "upgraded" && $2 > m {m = $2} END {print m + 0}' "$out/$name.server.$p.log" 2>/dev/null)
+  [ "${up:-0}" -ge 1 ] || { res=FAILED; fail "server process $p: no connection upgraded"; }
+done
+expect_rdma 1000000
+expect_share 90
+[ "$(sum requests_redirected)" -ge 2 ] || fail "expected redirected requests, $(sum requests_redirected)"
+record $res
+
 # nginx: a master and 4 workers (which drop root for nobody), sendfile on; curl fetches
 # an 8 MiB file (sha256-checked; one request per connection, so its bytes may all go
 # before the upgrade finishes), then wrk keeps 16 connections busy: nearly all of
