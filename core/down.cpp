@@ -506,6 +506,9 @@ long unsent(int fd, Link& link) noexcept {
   std::lock_guard<Lock> lock(link.down_mu);
   if (!link.down_state) return n;
   const DownState& st = *link.down_state;
+  // A header alone that waits for the program's next send is not the program's bytes:
+  // a program that waits for its queue to empty must see it empty.
+  if (st.tx != DownState::Tx::writing || waits_for_program(link, st)) return n;
   return n + static_cast<long>(st.backlog.size() - st.at);
 }
 
