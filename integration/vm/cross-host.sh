@@ -2,11 +2,11 @@
 # Inside the two-host test bed (integration/testbed --hosts 2), on both guests: one
 # connection from host 2 to host 1 carries 16 MiB each way (stream_check.py, sha256
 # checked on both ends), on kernel TCP and under ferry at both ends, first on a clean
-# wire, then with RoCE's packets dropped mid-transfer (failover to TCP), then with
-# netem loss and delay on both guests' eth0, then with both links at MTU 1500 (RoCE
-# MTU 1024) instead of 9000. Host 1 serves, host 2
-# connects; they meet in $TESTBED_SHARED, where each leaves its side's figures. Each
-# host checks its own side; host 2 then prints the table of both.
+# wire (and 16 connections at once, of odd sizes), then with RoCE's packets dropped
+# mid-transfer (failover to TCP), then with netem loss and delay on both guests' eth0,
+# then with both links at MTU 1500 (RoCE MTU 1024) instead of 9000. Host 1 serves,
+# host 2 connects; they meet in $TESTBED_SHARED, where each leaves its side's figures.
+# Each host checks its own side; host 2 then prints the table of both.
 #   cross-host.sh BUILD_DIR [matrix]
 # With `matrix`, instead: the fault matrix, kernel TCP and ferry on each of several
 # netem wires (loss 0.1%, 1%, 5%, delay with jitter, reordering, duplication) and at
@@ -23,6 +23,8 @@ host=${TESTBED_HOST:?run inside integration/testbed --hosts 2}
 shared=${TESTBED_SHARED:?run inside integration/testbed --hosts 2}
 out=${VM_OUT:-/tmp}
 size=$((16 << 20))
+# How many connections a scenario opens at once, and their sizes (cycled over them).
+conns=1 sizes=("$size")
 # Each side sends its 8-byte length, waits this long, then the rest: the upgrade (a few
 # rdma_cm round trips) finishes first, so that the stream itself crosses the wire the
 # way the row says. On the lossy wire a lost connect request or reply is resent only
@@ -138,12 +140,13 @@ conclude() {
       "$(counter downgrades_failover) + $(counter downgrades_peer) downgrades"
   elif [ "$mode" = ferry ]; then
     upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
-    [ "$upgraded" -eq 1 ] || fail "$role: $upgraded connections upgraded, expected 1"
-    [ "$rdma" -gt $((size / 2)) ] || fail "$role: only $rdma of $size bytes sent over RDMA"
-    [ "${tcp:-0}" -ge "$before" ] && [ "${tcp:-0}" -le $((before + 2)) ] ||
+    [ "$upgraded" -eq "$conns" ] || fail "$role: $upgraded connections upgraded, expected $conns"
+    [ "$rdma" -gt $((total / 2)) ] || fail "$role: only $rdma of $total bytes sent over RDMA"
+    # (the SYN and the FIN of each connection count one each once acknowledged)
+    [ "${tcp:-0}" -ge "$before" ] && [ "${tcp:-0}" -le $((before + 2 * conns)) ] ||
       fail "$role: kernel TCP carried ${tcp:-no} bytes, ferry counted $before before the cutover"
   else
-    [ "${tcp:-0}" -ge "$size" ] || fail "$role: kernel TCP carried ${tcp:-no} bytes, expected all $size"
+    [ "${tcp:-0}" -ge "$total" ] || fail "$role: kernel TCP carried ${tcp:-no} bytes, expected all $total"
   fi
   printf 'status %s\nupgraded %s\ntcp %s\nrdma %s\ndrops %s\nseconds %s\n' "$status" "$upgraded" \
     "${tcp:--}" "$rdma" $(($(drops) - drops_before)) $((SECONDS - started)) > "$shared/$name.$role.tmp"
@@ -154,7 +157,7 @@ conclude() {
 # Host 1: listen, tell host 2 the port once listening, serve one connection.
 serve() {
   role=server
-  launch "$1" server "$TESTBED_IP" "$2" 1
+  launch "$1" server "$TESTBED_IP" "$2" "$conns"
   # stream_check prints "listening" once its socket (and ferry's rdma_cm listener) is up.
   for _ in $(seq 100); do
     grep -q listening "$out/$name.server.out" 2>/dev/null && break
@@ -173,9 +176,9 @@ connect() {
     return
   fi
   # A failover run sends more, so that the cut surely falls inside the transfer.
-  local n=$size
-  [ "$1" != cut ] && [ "$fault" != flap ] || n=$((4 * size))
-  launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" 1 "$n"
+  local -a n=("${sizes[@]}")
+  [ "$1" != cut ] && [ "$fault" != flap ] || n=($((4 * size)))
+  launch "$1" client "$TESTBED_PEER_IP" "$(cat "$shared/$name.ready")" "$conns" "${n[@]}"
   conclude "$1"
   wait_for 120 "$shared/$name.server" || fail "host 1 never reported its side"
 }
@@ -187,6 +190,9 @@ declare -A wire_of
 scenario() {
   name=$1
   port=$((port + 1))
+  local i
+  total=0
+  for ((i = 0; i < conns; i++)); do total=$((total + sizes[i % ${#sizes[@]}])); done
   names+=("$name")
   wire_of[$name]=${3:-clean}
   if [ "$host" = 1 ]; then serve "$2" $port; else connect "$2"; fi
@@ -340,6 +346,11 @@ elif [ "${2:-}" = matrix ]; then
 else
   scenario tcp-clean plain
   scenario ferry-clean ferry
+  # Many connections at once, of odd sizes (one byte to 4 MiB and a bit).
+  conns=16 sizes=(1000003 1 4194311 65537 299993)
+  scenario tcp-many plain "16 connections"
+  scenario ferry-many ferry "16 connections"
+  conns=1 sizes=("$size")
   # Failover: RoCE's packets dropped on both guests mid-transfer, TCP untouched. The
   # queue pairs fail once their retries run out; the connection goes back to TCP.
   scenario ferry-cut cut "RoCE cut mid-way"
