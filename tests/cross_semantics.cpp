@@ -78,8 +78,8 @@ int dial(int port, int patience_s) {
 }
 
 // The first data calls of each end: one byte each way (the upgrade commits there), then
-// wait until this end is on RDMA.
-int greet(int fd) {
+// wait until this end is on RDMA. Whether it is (always, when not under ferry).
+bool greet(int fd) {
   char b = 'h';
   if (g_serve) {
     recv(fd, &b, 1, 0);
@@ -88,27 +88,39 @@ int greet(int fd) {
     send(fd, &b, 1, 0);
     recv(fd, &b, 1, 0);
   }
-  wait_upgraded(++g_upgrades);
-  return fd;
+  const bool up = wait_upgraded(g_upgrades + 1);
+  // Counted from what the counters say: a connection left on TCP does not make every
+  // later wait miss by one.
+  const long now = upgraded_now();
+  g_upgrades = now >= 0 ? static_cast<int>(now) : g_upgrades + 1;
+  return up;
 }
 
-// This side's end of a fresh connection, on RDMA under ferry; both sides at the same step.
+// This side's end of a fresh connection, on RDMA under ferry; both sides at the same
+// step. A connection that stayed on TCP (its upgrade request came before the other
+// host's rdma_cm listener was up, say) is closed and made again, up to three times.
 struct End {
   int fd = -1;
   End() {
-    if (g_serve) {
-      sockaddr_in a;
-      int l = fresh_listener(&a);
-      step();
-      fd = accept(l, nullptr, nullptr);
-      close(l);
-    } else {
-      ++g_port;
-      step();
-      fd = dial(g_port, 0);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (fd >= 0) close(fd);
+      if (g_serve) {
+        sockaddr_in a;
+        int l = fresh_listener(&a);
+        step();
+        fd = accept(l, nullptr, nullptr);
+        close(l);
+      } else {
+        ++g_port;
+        step();
+        fd = dial(g_port, 0);
+      }
+      if (fd < 0) die("accept");
+      const uint64_t mine = greet(fd);
+      tell(mine);
+      const uint64_t theirs = hear();
+      if (mine && theirs) break;
     }
-    if (fd < 0) die("accept");
-    greet(fd);
     step();
   }
   ~End() {
