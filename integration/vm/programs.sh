@@ -190,7 +190,9 @@ for i in 1 2 3; do
   apart+=("$server")
   for _ in $(seq 100); do [ "$(ss -Hltn "sport = :$port" | wc -l)" -ge $i ] && break; sleep 0.1; done
 done
-if under client /usr/bin/python3 "$fork_echo" client "$ip" $port 24 1000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+# (Each upgrade is redirected once the serving process claims it at its first data
+# call: as for passfd, its bulk waits 2 s, not 0.5 s, so that it goes over RDMA.)
+if ECHO_SETTLE=2 under client /usr/bin/python3 "$fork_echo" client "$ip" $port 24 1000000 > "$out/$name.client.out" 2>&1; then res=ok; else
   res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
 sleep 0.5
 for p in "${apart[@]}"; do
