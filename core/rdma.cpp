@@ -137,4 +137,41 @@ std::vector<std::string> describe_devices() {
   return out;
 }
 
+bool id_allowed(rdma_cm_id* id, const std::string& devices) {
+  std::vector<DeviceChoice> choice;
+  std::string why;
+  if (!parse_devices(devices, choice, why)) return false;
+  return device_allowed(choice, ibv_get_device_name(id->verbs->device), id->port_num);
+}
+
+bool some_device_allowed(const std::string& devices) {
+  static const bool allowed = [&devices] {
+    std::vector<DeviceChoice> choice;
+    std::string why;
+    if (!parse_devices(devices, choice, why)) return false;
+    if (choice.empty()) return true;
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    bool found = false;
+    for (int i = 0; i < n && !found; ++i)
+      for (const auto& c : choice) found = found || c.name == ibv_get_device_name(list[i]);
+    if (list) ibv_free_device_list(list);
+    return found;
+  }();
+  return allowed;
+}
+
+rdma_conn_param conn_param(uint32_t qp_num, const void* data, uint8_t len) {
+  rdma_conn_param p{};
+  p.qp_num = qp_num;
+  p.private_data = data;
+  p.private_data_len = len;
+  // 6, not 7: rxe takes 7 as "retry forever", and a queue pair whose path died must
+  // fail (about 2 s with the ack timeout of core/channel.cpp) for the connection to
+  // go back to TCP.
+  p.retry_count = 6;
+  p.rnr_retry_count = 7;  // unlimited: a receiver short of receive requests only delays
+  return p;
+}
+
 }  // namespace ferry::rdma

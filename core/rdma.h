@@ -74,6 +74,16 @@ struct DeviceChoice {
 bool parse_devices(const std::string& text, std::vector<DeviceChoice>& out, std::string& why);
 // Whether the device/port may carry ferry traffic under the configured choice.
 bool device_allowed(const std::vector<DeviceChoice>& choice, const std::string& name, int port);
+// Whether `devices` (FERRY_DEVICES) lets the device and port of an rdma_cm id carry a
+// connection.
+bool id_allowed(rdma_cm_id* id, const std::string& devices);
+// Whether `devices` lets any device of this machine carry a connection (looked up once:
+// the setting does not change). When it names none that exists, no connection can
+// upgrade: none starts a handshake, and no listener listens on rdma_cm, so that a
+// peer's request is refused at once rather than left to time out.
+bool some_device_allowed(const std::string& devices);
+// The parameters of an rdma_cm connect or accept for a queue pair, with private data.
+rdma_conn_param conn_param(uint32_t qp_num, const void* data, uint8_t len);
 
 // The names of the RDMA devices present, with their ports' states ("rxe0:1 ACTIVE").
 std::vector<std::string> describe_devices();

@@ -753,6 +753,19 @@ long shutdown(int fd, Socket& s, int how) noexcept {
   return 0;
 }
 
+void abort_if_unread(int fd, Socket& s) noexcept {
+  Link& link = *s.link;
+  if (link.inherited || link.down.load() || s.transport() != Transport::rdma || !link.established()) return;
+  {
+    std::lock_guard<Lock> lock(link.channel->mu());
+    Channel& ch = *link.channel;
+    ch.scan_st();
+    if (ch.readable_st() == 0) return;
+  }
+  static const linger abort{1, 0};
+  if (real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort) == 0) s.linger_s.store(0);
+}
+
 void end_send_side(Socket& s, Link& link, bool abortive) noexcept {
   const bool cut = cut_over(s, link);
   std::lock_guard<Lock> lock(link.channel->mu());

@@ -35,6 +35,12 @@ void end_send_side(Socket& s, Link& link, bool abortive) noexcept;
 // RDMA side is dead (nothing done); another -errno when it could not be done intact
 // (the connection is reset).
 long hand_off(int fd, Socket& s) noexcept;
+// The program is about to close fd, the last descriptor of s. Kernel TCP answers a
+// close with bytes left unread by resetting the connection; the ring's bytes are not
+// the kernel's, so an upgraded connection whose ring holds some closes abortively, as
+// SO_LINGER {1, 0} makes it: the kernel socket gets that option (TCP resets), and no
+// fin goes over RDMA (the peer learns of it from TCP once the RDMA side is gone).
+void abort_if_unread(int fd, Socket& s) noexcept;
 // Bytes a recv could return now (FIONREAD / SIOCINQ).
 long readable(int fd, Socket& s) noexcept;
 // Bytes accepted by sends and not yet handed to the peer (SIOCOUTQ / SIOCOUTQNSD).

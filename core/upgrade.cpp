@@ -364,19 +364,6 @@ void established_st(Conn* c) {
   c->link->signal.bump();
 }
 
-rdma_conn_param conn_param(const Channel& ch, const void* data, uint8_t len) {
-  rdma_conn_param p{};
-  p.qp_num = ch.qp_num();
-  p.private_data = data;
-  p.private_data_len = len;
-  // 6, not 7: rxe takes 7 as "retry forever", and a queue pair whose path died must
-  // fail (about 2 s with the ack timeout of core/channel.cpp) for the connection to
-  // go back to TCP.
-  p.retry_count = 6;
-  p.rnr_retry_count = 7;  // unlimited: a receiver short of receive requests only delays
-  return p;
-}
-
 // Why a channel could not be built or activated: resources, or a handshake the peer
 // abandoned meanwhile (a short-lived connection closed during its upgrade).
 std::atomic<uint64_t>& reason_of(const std::string& why) {
@@ -393,34 +380,6 @@ std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_
   }
   poller::watch_device_st(d);
   return Channel::create(std::move(id), ring_size, why, &c->link->signal);
-}
-
-bool device_ok(rdma_cm_id* id) {
-  std::vector<rdma::DeviceChoice> choice;
-  std::string why;
-  if (!rdma::parse_devices(config().devices, choice, why)) return false;
-  return rdma::device_allowed(choice, ibv_get_device_name(id->verbs->device), id->port_num);
-}
-
-// Whether FERRY_DEVICES lets any device of this machine carry a connection (looked up
-// once). When it names none that exists, no connection can upgrade: none starts a
-// handshake, and no listener listens on rdma_cm, so that a peer's request is refused
-// at once rather than left to time out.
-bool some_device_allowed() {
-  static const bool allowed = [] {
-    std::vector<rdma::DeviceChoice> choice;
-    std::string why;
-    if (!rdma::parse_devices(config().devices, choice, why)) return false;
-    if (choice.empty()) return true;
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    bool found = false;
-    for (int i = 0; i < n && !found; ++i)
-      for (const auto& c : choice) found = found || c.name == ibv_get_device_name(list[i]);
-    if (list) ibv_free_device_list(list);
-    return found;
-  }();
-  return allowed;
 }
 
 void start_client_st(Conn* c) {
@@ -448,7 +407,7 @@ void on_route_event_st(Conn* c, rdma_cm_event_type type) {
   FERRY_POLLER_ONLY();
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
-      if (!device_ok(c->id.get())) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
+      if (!rdma::id_allowed(c->id.get(), config().devices)) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
       if (rdma_resolve_route(c->id.get(), static_cast<int>(config().upgrade_timeout_ms)) != 0)
         fail_st(c, stats::g.tcp_no_route, "rdma_resolve_route failed");
       return;
@@ -474,7 +433,7 @@ void connect_when_armed_st(Conn* c) {
     return fail_st(c, reason_of(why), why.c_str());
   uint8_t hello[wire::kHelloSize];
   wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
-  rdma_conn_param p = conn_param(*c->pending, hello, sizeof hello);
+  rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), hello, sizeof hello);
   if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
   c->committed = true;
 }
@@ -565,7 +524,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
-  rdma_conn_param p = conn_param(*c->pending, welcome, sizeof welcome);
+  rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
 }
@@ -770,7 +729,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
-  if (!some_device_allowed()) {
+  if (!rdma::some_device_allowed(config().devices)) {
     stats::add(stats::g.tcp_device_excluded, 1);
     return;
   }
@@ -789,7 +748,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
-  if (!poller::available() || !some_device_allowed()) return;
+  if (!poller::available() || !rdma::some_device_allowed(config().devices)) return;
   int reuse = 0;
   socklen_t optlen = sizeof reuse;
   const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;
@@ -951,34 +910,13 @@ void after_fork_child() noexcept {
   });
 }
 
-namespace {
-
-// Kernel TCP answers a close with bytes left unread by resetting the connection
-// (dropping what it had yet to send). The ring's bytes are not the kernel's, so the
-// close becomes abortive here, as SO_LINGER {1, 0} makes it: no fin over RDMA, the
-// kernel socket resets, and the peer learns of it from TCP once the RDMA side is gone.
-void reset_if_unread(int fd, Socket& s) noexcept {
-  Link& link = *s.link;
-  if (link.inherited || link.down.load() || s.transport() != Transport::rdma || !link.established()) return;
-  {
-    std::lock_guard<Lock> lock(link.channel->mu());
-    Channel& ch = *link.channel;
-    ch.scan_st();
-    if (ch.readable_st() == 0) return;
-  }
-  static const linger abort{1, 0};
-  if (real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort) == 0) s.linger_s.store(0);
-}
-
-}  // namespace
-
 void closing(int fd, Socket& s, bool last) noexcept {
   if (!s.link) return;
   handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
   if (s.link->fd == fd) unwatch(*s.link);
   // Going back to TCP: the backlog must outlive the program's descriptors.
   if (s.link->down.load() && !s.link->inherited && s.transport() == Transport::rdma) down::prepare(fd, *s.link);
-  if (last) reset_if_unread(fd, s);
+  if (last) stream::abort_if_unread(fd, s);
 }
 
 void release(Socket& s) noexcept {
