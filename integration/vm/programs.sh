@@ -205,6 +205,28 @@ expect_share 90
 [ "$(sum requests_redirected)" -ge 2 ] || fail "expected redirected requests, $(sum requests_redirected)"
 record $res
 
+# wrk_rdma PORT: wrk keeps 16 connections to nginx on PORT busy for 10 s; its counters
+# 4 s in, when its connections had their first requests and their upgrades (each
+# redirected to the worker that accepted it), are subtracted: at least 90% of what it
+# carried after that went over RDMA. Then the master and its workers are stopped.
+wrk_rdma() {
+  under wrk wrk -t 2 -c 16 -d 10s "http://$ip:$1/small" > "$out/$name.wrk.out" 2>&1 &
+  local wrk=$! r t
+  sleep 4
+  "$ferry" stat "$(pgrep -n -x wrk)" > "$out/$name.wrk-at-4s.stat" 2>/dev/null
+  wait $wrk && grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -qE 'Non-2xx|Socket errors' "$out/$name.wrk.out" ||
+    { res=FAILED; fail "wrk: $(tail -3 "$out/$name.wrk.out")"; }
+  for w in $(pgrep -P "$server"); do "$ferry" stat "$w" >> "$out/$name.server.$w.log" 2>/dev/null; done
+  stop $server
+  expect_rdma 10000000
+  at4() { awk -v f="$1" '$1 == f {v = $2} END {print v + 0}' "$out/$name.wrk-at-4s.stat"; }
+  r=$(( $(sum bytes_rdma_sent wrk) + $(sum bytes_rdma_received wrk) - $(at4 bytes_rdma_sent) - $(at4 bytes_rdma_received) ))
+  t=$(( $(sum bytes_tcp_sent wrk) + $(sum bytes_tcp_received wrk) - $(at4 bytes_tcp_sent) - $(at4 bytes_tcp_received) ))
+  [ $((r * 100)) -ge $(( (r + t) * 90 )) ] && [ "$r" -gt 0 ] ||
+    fail "wrk's last 6 s: only $r of $((r + t)) bytes went over RDMA (want 90%)"
+  [ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
+}
+
 # nginx: a master and 4 workers (which drop root for nobody), sendfile on; curl fetches
 # an 8 MiB file (sha256-checked; one request per connection, so its bytes may all go
 # before the upgrade finishes), then wrk keeps 16 connections busy: nearly all of
@@ -229,24 +251,7 @@ for i in 1 2 3; do
   got=$(under client curl -sf "http://$ip:8088/big" | sha256sum)
   [ "$got" = "$want" ] || { res=FAILED; fail "curl $i: the 8 MiB file came back different"; }
 done
-# wrk's counters 4 s into its 10 s, when its connections had their first requests and
-# their upgrades: what it carried after that is what must have gone over RDMA.
-under wrk wrk -t 2 -c 16 -d 10s "http://$ip:8088/small" > "$out/$name.wrk.out" 2>&1 &
-wrk=$!
-sleep 4
-"$ferry" stat "$(pgrep -n -x wrk)" > "$out/$name.wrk-at-4s.stat" 2>/dev/null
-wait $wrk && grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -q 'Non-2xx' "$out/$name.wrk.out" ||
-  { res=FAILED; fail "wrk: $(tail -3 "$out/$name.wrk.out")"; }
-grep -q 'Socket errors' "$out/$name.wrk.out" && { res=FAILED; fail "wrk: $(grep 'Socket errors' "$out/$name.wrk.out")"; }
-for w in $(pgrep -P "$server"); do "$ferry" stat "$w" >> "$out/$name.server.$w.log" 2>/dev/null; done
-stop $server
-expect_rdma 10000000
-at4() { awk -v f="$1" '$1 == f {v = $2} END {print v + 0}' "$out/$name.wrk-at-4s.stat"; }
-r=$(( $(sum bytes_rdma_sent wrk) + $(sum bytes_rdma_received wrk) - $(at4 bytes_rdma_sent) - $(at4 bytes_rdma_received) ))
-t=$(( $(sum bytes_tcp_sent wrk) + $(sum bytes_tcp_received wrk) - $(at4 bytes_tcp_sent) - $(at4 bytes_tcp_received) ))
-[ $((r * 100)) -ge $(( (r + t) * 90 )) ] && [ "$r" -gt 0 ] ||
-  fail "wrk's last 6 s: only $r of $((r + t)) bytes went over RDMA (want 90%)"
-[ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
+wrk_rdma 8088
 record $res
 
 # nginx again with SO_REUSEPORT: the master opens a listening socket per worker, each
@@ -260,13 +265,7 @@ wait_port 8089
 res=ok
 got=$(under client curl -sf "http://$ip:8089/big" | sha256sum)
 [ "$got" = "$want" ] || { res=FAILED; fail "curl: the 8 MiB file came back different"; }
-under wrk wrk -t 2 -c 16 -d 5s "http://$ip:8089/small" > "$out/$name.wrk.out" 2>&1 &&
-  grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -qE 'Non-2xx|Socket errors' "$out/$name.wrk.out" ||
-  { res=FAILED; fail "wrk: $(tail -3 "$out/$name.wrk.out")"; }
-for w in $(pgrep -P "$server"); do "$ferry" stat "$w" >> "$out/$name.server.$w.log" 2>/dev/null; done
-stop $server
-expect_rdma 10000000
-[ "$(sum requests_redirected)" -ge 16 ] || fail "expected the workers' connections redirected, $(sum requests_redirected)"
+wrk_rdma 8089
 record $res
 
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
