@@ -195,7 +195,7 @@ void build_tx_locked(Link& link, DownState& st) {
 // Whether the backlog waits for the program: a header alone, with no fin or hand-off
 // that needs it out.
 bool waits_for_program(const Link& link, const DownState& st) {
-  return st.lazy && !st.fin && !link.handed_off.load();
+  return st.lazy && !st.fin && !link.handed_off.load() && !link.leaving.load();
 }
 
 // Writes what the kernel takes of the backlog, through ferry's duplicate. Needs down_mu.
@@ -230,9 +230,19 @@ long verdict(Link& link) {
   return link.channel->peer_left_unread_st() ? -ECONNRESET : 0;
 }
 
+// Whether the peer's header waits on TCP, past every byte TCP carried before its
+// cutover: the peer is alive and resends from its last credited byte.
+bool header_waits(int fd, const Link& link, const Channel& ch) {
+  int n = 0;
+  return fd >= 0 && link.tcp_received.load() >= ch.peer_cutover() && real.ioctl(fd, FIONREAD, &n) == 0 &&
+         static_cast<size_t>(n) >= downgrade::kHeaderSize;
+}
+
 // Moves the receive side on without taking the program's bytes: from the ring to the
-// header once the ring is empty, and through the header and the overlap. Needs
-// down_mu (and the socket's rx_mu, or the knowledge that no receive runs: a try).
+// header once the ring is empty (or, when the program passes the connection on, once
+// the header waits: the ring's unread bytes come again behind it), and through the
+// header and the overlap. Needs down_mu (and the socket's rx_mu, or the knowledge that
+// no receive runs: a try).
 void advance_rx_locked(int fd, Link& link, DownState& st) {
   settle_rx_locked(link, st);
   if (st.rx == DownState::Rx::ring) {
@@ -241,8 +251,9 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     ch.progress_st();
     if (!ch.peer_cutover_known()) {
       st.rx = DownState::Rx::plain;  // the peer never left TCP: no header comes
-    } else if (link.tcp_received.load() >= ch.peer_cutover() && ch.readable_st() == 0 && !ch.scan_st() &&
-               !ch.peer_fin()) {
+    } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_st() == 0 && !ch.scan_st() &&
+                !ch.peer_fin()) ||
+               (link.leaving.load() && header_waits(fd, link, ch))) {
       st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_st(), ch.ring_size());
       st.rx = DownState::Rx::resume;
     }
@@ -522,6 +533,11 @@ void finish_if_done(Link& link) noexcept {
     FERRY_LOG(debug, "down", "connection is on kernel TCP again");
   close_dup(link);
   link.signal.bump();
+}
+
+bool ended(Link& link) noexcept {
+  std::lock_guard<Lock> lock(link.down_mu);
+  return link.down_state && link.down_state->rx == DownState::Rx::ended;
 }
 
 void prepare(int fd, Link& link) noexcept { ensure(fd, link); }

@@ -82,6 +82,9 @@ long unsent(int fd, Link& link) noexcept;
 // When the backlog is out and the header read: the socket becomes kernel TCP again.
 // Call with no lock held.
 void finish_if_done(Link& link) noexcept;
+// Whether the receive side found TCP ended before the peer's header (its process is
+// gone): nothing more will come.
+bool ended(Link& link) noexcept;
 
 // The program is about to close fd, a descriptor of a connection marked down: ferry
 // keeps its own duplicate, through which the backlog goes out afterwards.

@@ -128,6 +128,11 @@ struct Link {
   // Set under the channel's lock when this end handed the connection to TCP (its
   // hand-off message posted): the ring is read no more, and no cutover follows.
   std::atomic<bool> handed_off{false};
+  // Set when the program passes the connection on while it goes back to TCP for
+  // another reason (failed over, or the peer went back first): nothing waits for the
+  // program's next send, and once the peer's header waits on TCP the ring's unread
+  // bytes are left to the peer's resend.
+  std::atomic<bool> leaving{false};
   // Serializes the downgrade's steps; taken before the channel's lock, never held
   // while sleeping.
   Lock down_mu;

@@ -799,11 +799,20 @@ long hand_off(int fd, Socket& s) noexcept {
     if (!link.down.load()) ch.progress_st();
     // Both directions ended: nothing is left to carry on over TCP.
     if (link.fin_sent.load() && ch.peer_fin()) return 0;
-    // Already going back (the peer handed over, or failed) or dead: not ours to steer.
-    if (link.down.load() || ch.failed() || ch.peer_handoff() || link.peer_gone.load() || !ch.hand_off_st())
-      return -ENOTCONN;
-    link.handed_off.store(true);
-    down::want(link, down::Why::handoff);
+    down::Why why = down::Why::failed;
+    const bool read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
+    if (link.down.load() || down::leaving_st(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
+        !ch.hand_off_st()) {
+      // Already going back (failed over, the peer went back or handed over first), or
+      // no hand-off message can go: that going back finishes before the socket leaves
+      // the program, nothing of it waiting for the program's next send.
+      link.leaving.store(true);
+      down::want(link, why);
+    } else {
+      link.handed_off.store(true);
+      down::want(link, down::Why::handoff);
+    }
+    link.signal.bump();
   }
   // The backlog may wait for the peer's reader: as long as a blocked send would.
   const int64_t until = now_us() + 10 * 1000000;
@@ -815,6 +824,7 @@ long hand_off(int fd, Socket& s) noexcept {
     down::finish_if_done(link);
     if (s.transport() == Transport::kernel) return 0;
     if (how == down::Send::dead) return -(err ? err : EPIPE);
+    if (down::ended(link)) return 0;  // TCP ended before the peer's header: so it reads
     if (now_us() >= until) {
       FERRY_LOG(warn, "handoff", "fd %d: could not go back to TCP intact before leaving the program", fd);
       down::give_up(fd, link, "the hand-off did not finish");

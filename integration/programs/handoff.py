@@ -17,6 +17,9 @@ connection on without reading further:
     forkwait: the same, but the parent keeps its copy open until the child is done;
     forkexec: the same, the child execing this script as "carry FD" (CGI style).
 Whoever carries on echoes until the end of the stream, then closes.
+A MODE of cutpass or cutexec waits, once HALF is echoed, until the file named by
+$HANDOFF_GO exists (the test bed cuts the RDMA path meanwhile), then hands over as pass
+or exec would.
 """
 import hashlib
 import os
@@ -25,6 +28,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 HALF = 8 << 20
 CHUNK = 65536
@@ -61,6 +65,9 @@ def server(ip, port, mode):
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lst.bind((ip, port))
     lst.listen(4)
+    cut = mode.startswith("cut")
+    if cut:
+        mode = mode[3:]
     if mode == "pass":
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child = subprocess.Popen([sys.executable, __file__, "helper", str(theirs.fileno())],
@@ -71,6 +78,8 @@ def server(ip, port, mode):
     lst.close()
     n = echo(conn, HALF)
     print(f"echoed {n} bytes, handing over ({mode})", flush=True)
+    while cut and not os.path.exists(os.environ["HANDOFF_GO"]):
+        time.sleep(0.1)
     if mode == "exec":
         os.set_inheritable(conn.fileno(), True)
         os.execv(sys.executable, [sys.executable, __file__, "carry", str(conn.fileno())])
