@@ -444,6 +444,9 @@ bool cut_over(Socket& s, Link& link) noexcept {
   if (!link.channel->post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return false;
   link.tx_cut = true;
   link.channel->set_queue_limit_st(queue_limit(s, *link.channel));
+  // The program ended its sending side on TCP before the upgrade settled: nothing
+  // follows the cutover point but the end of the stream.
+  if (link.fin_sent.load()) link.channel->finish_st();
   return true;
 }
 
@@ -721,9 +724,18 @@ long shutdown(int fd, Socket& s, int how) noexcept {
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return -EINVAL;
   Link& link = *s.link;
   if (!link.established() || s.transport() == Transport::kernel) {
-    long r = api::sys(real.shutdown(fd, how));
-    link.signal.bump();  // sleepers on the link look at the kernel socket again
-    return r;
+    std::unique_lock<Lock> tx(s.tx_mu, std::defer_lock);
+    if (how != SHUT_RD) tx.lock();
+    if (!link.tx_cut) {  // (not cut over meanwhile by an upgrade settling)
+      if (how != SHUT_RD) {
+        // TCP carries the fin: should the upgrade settle now, its cutover ends the
+        // ring's stream at once (cut_over).
+        link.fin_sent = true;
+      }
+      long r = api::sys(real.shutdown(fd, how));
+      link.signal.bump();  // sleepers on the link look at the kernel socket again
+      return r;
+    }
   }
   if (how != SHUT_WR) {
     std::lock_guard<Lock> rx(s.rx_mu);

@@ -548,6 +548,35 @@ void request_then_shutdown() {
   close(c);
 }
 
+// The same, but the server reads only once the upgrade has settled: the client's
+// FIN went to the kernel before it, and its send side must not then cut over to a
+// ring that never ends (the server's read would wait for a fin that never comes).
+void shutdown_before_upgrade_settles() {
+  puts("request, shutdown(SHUT_WR) at once, read only after the upgrade");
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+  int s = accept(l, nullptr, nullptr);
+  close(l);
+  char x;
+  show("server's first look, MSG_DONTWAIT", recv(s, &x, 1, MSG_DONTWAIT));  // the upgrade begins
+  show("send request", send(c, "request", 7, 0));
+  show("shutdown SHUT_WR", shutdown(c, SHUT_WR));
+  wait_upgraded(g_upgrades += 2);
+  timeval tv{10, 0};  // a hang shows as EAGAIN, not as a stuck test
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char req[8] = {};
+  show("server reads the request", static_cast<long>(recv_upto(s, req, 7)));
+  show("server reads the end", recv(s, &x, 1, 0));
+  show("server replies", send(s, "reply", 5, 0));
+  close(s);
+  char in[8] = {};
+  show("client reads the reply", static_cast<long>(recv_upto(c, in, 5)));
+  show("client reads the end", recv(c, in, 1, 0));
+  close(c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -564,6 +593,7 @@ int main(int argc, char** argv) {
   shutdowns();
   close_after_burst();
   request_then_shutdown();
+  shutdown_before_upgrade_settles();
   send_to_closed_peer();
   other_calls();
   splices();
