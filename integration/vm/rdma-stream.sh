@@ -280,6 +280,22 @@ scenario_memlock() {
 # 1,000 connections upgraded at the same time in one process (16 KiB rings): each side
 # holds every connection open for a while; meanwhile `ferry stat` of the server must show
 # the rings of all 1,000 registered together (rdma_registered_bytes counts live ones).
+# Short connections ending every way request/response programs end them (shutdown or
+# close from either side, or both at once), with their upgrades often still in flight:
+# each carries exactly kernel TCP's bytes, and nothing waits for an end that never
+# comes. Two seeds, 60 connections each, both ends in one process under ferry.
+scenario_endings() {
+  local seed
+  for seed in 4 5; do
+    port=$((port + 100))
+    FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$scenario.$seed.log" timeout 300 "$ferry" \
+      /usr/bin/python3 "$here/../programs/endings.py" "$ip" "$port" 60 "$seed" > "$out/$scenario.$seed.out" 2>&1 ||
+      fail "seed $seed (status $?): $(tail -3 "$out/$scenario.$seed.out")"
+    say "[$scenario] seed $seed: $(head -1 "$out/$scenario.$seed.out"), $(counter "$seed" upgraded) connection ends upgraded"
+    [ "$(counter "$seed" upgraded)" -gt 0 ] || fail "seed $seed: no connection reached RDMA"
+  done
+}
+
 scenario_thousand() {
   ulimit -n 8192
   local s="ferry FERRY_RING_SIZE=16k FERRY_UPGRADE_TIMEOUT_MS=60000" need=$((1000 * 2 * 16384))
@@ -306,7 +322,7 @@ scenario_thousand() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  late_accept accept_too_late server_first v4_mapped forged memlock thousand failover)
+  late_accept accept_too_late server_first v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
