@@ -510,18 +510,26 @@ void splices() {
   for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
 }
 
+// A connection on a fresh listener, nothing sent yet: the client's end in *c, the
+// server's returned.
+int fresh_connection(int* c) {
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  *c = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(*c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+  int s = accept(l, nullptr, nullptr);
+  close(l);
+  return s;
+}
+
 // A client that sends its request and shuts its side down at once (before the upgrade
 // settles, so the kernel carries the FIN), then reads a reply larger than the ring,
 // which the server sends over RDMA and closes: the client's kernel socket hangs up
 // (both directions shut) while the ring's bytes are still coming.
 void request_then_shutdown() {
   puts("request, shutdown(SHUT_WR) at once, then a reply larger than the ring");
-  sockaddr_in a;
-  int l = fresh_listener(&a);
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
-  int s = accept(l, nullptr, nullptr);
-  close(l);
+  int c = -1;
+  int s = fresh_connection(&c);
   std::vector<char> reply = pattern(4 << 20, 5, 1);
   size_t n = 0;
   long eof = -2;
@@ -553,12 +561,8 @@ void request_then_shutdown() {
 // ring that never ends (the server's read would wait for a fin that never comes).
 void shutdown_before_upgrade_settles() {
   puts("request, shutdown(SHUT_WR) at once, read only after the upgrade");
-  sockaddr_in a;
-  int l = fresh_listener(&a);
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
-  int s = accept(l, nullptr, nullptr);
-  close(l);
+  int c = -1;
+  int s = fresh_connection(&c);
   char x;
   show("server's first look, MSG_DONTWAIT", recv(s, &x, 1, MSG_DONTWAIT));  // the upgrade begins
   show("send request", send(c, "request", 7, 0));

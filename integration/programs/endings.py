@@ -60,6 +60,14 @@ def main(ip, port, count, seed):
             s.sendall(data(n))
             s.shutdown(socket.SHUT_WR)
 
+        def both_ways(s, n, pause):  # sends n bytes and shuts down while it reads to the end
+            t = threading.Thread(target=send_and_shut, args=(s, n))
+            t.start()
+            time.sleep(pause)
+            r = read_to_end(s)
+            t.join()
+            return r
+
         def server():
             s, _ = lst.accept()
             s.settimeout(20)
@@ -72,11 +80,7 @@ def main(ip, port, count, seed):
                     send_and_shut(s, x)
                     got["s"] = read_to_end(s)
                 elif pat == "c":
-                    t = threading.Thread(target=send_and_shut, args=(s, y))
-                    t.start()
-                    time.sleep(pauses[0])
-                    got["s"] = read_to_end(s)
-                    t.join()
+                    got["s"] = both_ways(s, y, pauses[0])
                 elif pat == "d":
                     got["s"] = read_to_end(s)
                 else:
@@ -94,11 +98,7 @@ def main(ip, port, count, seed):
                 "d": (data(x), b""), "e": (b"", data(x))}[pat]
         try:
             if pat in "ac":
-                t = threading.Thread(target=send_and_shut, args=(c, x))
-                t.start()
-                time.sleep(pauses[1])
-                got["c"] = read_to_end(c)
-                t.join()
+                got["c"] = both_ways(c, x, pauses[1])
             elif pat == "b":
                 time.sleep(pauses[1])
                 got["c"] = read_to_end(c)
