@@ -5,6 +5,7 @@
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/log.h"
+#include "core/poller.h"
 #include "core/readiness.h"
 #include "core/stats.h"
 #include "core/upgrade.h"
@@ -448,6 +449,20 @@ bool cut_over(Socket& s, Link& link) noexcept {
   // follows the cutover point but the end of the stream.
   if (link.fin_sent.load()) link.channel->finish_st();
   return true;
+}
+
+void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept {
+  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
+  if (tx.owns_lock() && (link->tx_cut || link->down.load())) return;
+  if (tx.owns_lock() && link->tcp_senders == 0) {
+    cut_over(s, *link);
+    return;
+  }
+  if (!link->fin_sent.load()) return;
+  poller::at_st(poller::Clock::now() + std::chrono::milliseconds(1), [link] {
+    if (SocketRef again = link->socket.lock(); again && again->transport() == Transport::rdma)
+      cut_over_soon(link, *again);
+  });
 }
 
 namespace {

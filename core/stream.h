@@ -22,6 +22,11 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
 // carried). Needs s.tx_mu held, the link established and no kernel send running
 // (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.
 bool cut_over(Socket& s, Link& link) noexcept;
+// On the poller, once the upgrade settled: cut_over now if no send is in progress;
+// otherwise the next send does it. A send side the program already ended on TCP has no
+// next send, so its cutover (which carries the end of the stream) is tried again
+// shortly, or the peer would wait for it.
+void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept;
 // Ends the send side (shutdown, the last close): cuts over if not yet, then the fin
 // once the send queue drained, or, for an abortive close (SO_LINGER {1, 0}), drops the
 // queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and

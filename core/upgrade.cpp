@@ -313,25 +313,6 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   drop_st(c);
 }
 
-// The send side switches to RDMA now if no send is in progress; otherwise the next
-// send does it. A send side the program already ended on TCP has no next send: its
-// cutover (which carries the end of the stream, stream::cut_over) is tried again
-// shortly, or the peer would wait for it.
-void try_cutover_st(const std::shared_ptr<Link>& link, Socket& s) {
-  FERRY_POLLER_ONLY();
-  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-  if (tx.owns_lock() && (link->tx_cut || link->down.load())) return;
-  if (tx.owns_lock() && link->tcp_senders == 0) {
-    stream::cut_over(s, *link);
-    return;
-  }
-  if (!link->fin_sent.load()) return;
-  poller::at_st(Clock::now() + std::chrono::milliseconds(1), [link] {
-    if (SocketRef again = link->socket.lock(); again && again->transport() == Transport::rdma)
-      try_cutover_st(link, *again);
-  });
-}
-
 // Persist probes (flow::Prober): once a tick, every channel whose bytes wait for room
 // at a peer that returned no credit since the last tick sends it an empty write, so a
 // peer host that vanished fails the queue pair (and the connection goes on over TCP,
@@ -370,7 +351,7 @@ void established_st(Conn* c) {
   stats::add(stats::g.upgraded, 1);
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u now on RDMA", c->link->client ? "client" : "server", c->local_port,
             c->peer_port);
-  try_cutover_st(c->link, *s);
+  stream::cut_over_soon(c->link, *s);
   c->link->signal.bump();
 }
 
