@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/own_fd.h"
 #include "core/rdma.h"
+#include "core/rdma_lib.h"
 #include "core/stats.h"
 #include "core/upgrade.h"
 
@@ -212,27 +213,13 @@ own::Mover moves(std::atomic<int>& field) {
   return [&field](int, int to) { move_fd(to, [&field](int n) { field.store(n); }); };
 }
 
-// One clear message for each device FERRY_DEVICES names that does not exist.
-void warn_unknown_devices(ibv_device** list, int n) {
-  std::vector<rdma::DeviceChoice> choice;
-  std::string why;
-  if (!rdma::parse_devices(config().devices, choice, why)) {
-    FERRY_LOG(warn, "config", "FERRY_DEVICES: %s; no device will be used", why.c_str());
-    return;
-  }
-  std::string present;
-  for (int i = 0; i < n; ++i) present += std::string(present.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
-  for (const auto& c : choice) {
-    bool found = false;
-    for (int i = 0; i < n && !found; ++i) found = c.name == ibv_get_device_name(list[i]);
-    if (!found)
-      FERRY_LOG(warn, "config", "FERRY_DEVICES names %s, which does not exist (devices here: %s)", c.name.c_str(),
-                present.empty() ? "none" : present.c_str());
-  }
-}
-
 bool start() {
   Poller& p = P();
+  const char* why = nullptr;
+  if (!rdma_lib::load(&why)) {
+    FERRY_LOG(info, "poller", "no RDMA (%s): every connection stays on TCP", why);
+    return false;
+  }
   p.cm.reset(rdma_create_event_channel());
   if (!p.cm) {
     FERRY_LOG(info, "poller", "no rdma_cm (%s): every connection stays on TCP", strerror(errno));
@@ -240,7 +227,6 @@ bool start() {
   }
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  warn_unknown_devices(list, n);
   if (list) ibv_free_device_list(list);
   if (n == 0) {
     FERRY_LOG(info, "poller", "no RDMA device: every connection stays on TCP");

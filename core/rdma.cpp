@@ -1,7 +1,10 @@
 #include "core/rdma.h"
 
 #include "core/forking.h"
+#include "core/log.h"
 #include "core/poller.h"
+
+#include <dirent.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -148,14 +151,25 @@ bool some_device_allowed(const std::string& devices) {
   static const bool allowed = [&devices] {
     std::vector<DeviceChoice> choice;
     std::string why;
-    if (!parse_devices(devices, choice, why)) return false;
+    if (!parse_devices(devices, choice, why)) {
+      FERRY_LOG(warn, "config", "FERRY_DEVICES: %s; no device will be used", why.c_str());
+      return false;
+    }
     if (choice.empty()) return true;
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
+    std::string present;
+    if (DIR* d = opendir("/sys/class/infiniband")) {
+      while (dirent* e = readdir(d))
+        if (e->d_name[0] != '.') present += std::string(present.empty() ? "" : ", ") + e->d_name;
+      closedir(d);
+    }
     bool found = false;
-    for (int i = 0; i < n && !found; ++i)
-      for (const auto& c : choice) found = found || c.name == ibv_get_device_name(list[i]);
-    if (list) ibv_free_device_list(list);
+    for (const auto& c : choice) {
+      const bool here = (", " + present + ", ").find(", " + c.name + ", ") != std::string::npos;
+      found = found || here;
+      if (!here)
+        FERRY_LOG(warn, "config", "FERRY_DEVICES names %s, which does not exist (devices here: %s)", c.name.c_str(),
+                  present.empty() ? "none" : present.c_str());
+    }
     return found;
   }();
   return allowed;

@@ -79,8 +79,10 @@ bool device_allowed(const std::vector<DeviceChoice>& choice, const std::string& 
 bool id_allowed(rdma_cm_id* id, const std::string& devices);
 // Whether `devices` lets any device of this machine carry a connection (looked up once:
 // the setting does not change). When it names none that exists, no connection can
-// upgrade: none starts a handshake, and no listener listens on rdma_cm, so that a
-// peer's request is refused at once rather than left to time out.
+// upgrade: none starts a handshake, no listener listens on rdma_cm (a peer's request is
+// refused at once rather than left to time out), and rdma-core is never loaded. The
+// devices are the entries of /sys/class/infiniband; one warning names each device the
+// setting names that is not there.
 bool some_device_allowed(const std::string& devices);
 // The parameters of an rdma_cm connect or accept for a queue pair, with private data.
 rdma_conn_param conn_param(uint32_t qp_num, const void* data, uint8_t len);

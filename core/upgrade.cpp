@@ -716,12 +716,12 @@ void launch(std::unique_ptr<Conn> conn) {
 void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
   // Without RDMA, no system call: a process that cannot upgrade pays nothing per
   // connection (so its loopback connections count here too).
-  if (!poller::available()) {
-    stats::add(stats::g.tcp_no_rdma, 1);
+  if (!rdma::some_device_allowed(config().devices)) {  // before the poller: rdma-core stays unloaded
+    stats::add(stats::g.tcp_device_excluded, 1);
     return;
   }
-  if (!rdma::some_device_allowed(config().devices)) {
-    stats::add(stats::g.tcp_device_excluded, 1);
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
   sockaddr_storage local, peer;
@@ -739,7 +739,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
-  if (!poller::available() || !rdma::some_device_allowed(config().devices)) return;
+  if (!rdma::some_device_allowed(config().devices) || !poller::available()) return;
   int reuse = 0;
   socklen_t optlen = sizeof reuse;
   const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;

@@ -1,0 +1,17 @@
+// rdma-core, loaded when a connection first needs it.
+//
+// libibverbs and librdmacm (and the libnl libraries they pull in) are not linked: a
+// process that never reaches RDMA (no device, FERRY_DEVICES naming none, FERRY_ENABLE=0,
+// every connection on loopback) never maps them. Mapped, they cost every forked child
+// that exits (their destructors and lazily bound calls run in each), which a server
+// forking a process per connection pays per connection. ferry's calls of the functions
+// in core/rdma_functions.def go to local definitions that forward to the library.
+#pragma once
+
+namespace ferry::rdma_lib {
+
+// Loads both libraries once (later calls return the first answer). False when this
+// host has no rdma_cm device node or a library is missing; *why then says what.
+bool load(const char** why = nullptr) noexcept;
+
+}  // namespace ferry::rdma_lib
