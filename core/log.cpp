@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include "core/config.h"
 #include "core/libc.h"
 #include "core/own_fd.h"
 
@@ -24,6 +25,10 @@ namespace {
 constinit std::atomic<int> g_fd{-1};
 // Writers between reading g_fd and their write's end: a move waits for them.
 constinit std::atomic<int> g_users{0};
+// A forked child's log file (FERRY_LOG_FILE with %p) is opened by its first write, not
+// at the fork: most children of a forking server never log.
+enum : int { kOpen, kReopen, kReopening };
+constinit std::atomic<int> g_reopen{kOpen};
 
 const char* level_name(LogLevel l) {
   switch (l) {
@@ -47,10 +52,25 @@ int open_private(const std::string& path) {
   return fd < 0 ? -1 : own::adopt(fd, move_log);
 }
 
+// The first writer of a forked child opens the child's own file; other writers wait.
+void reopen_now() noexcept {
+  int want = kReopen;
+  if (!g_reopen.compare_exchange_strong(want, kReopening)) {
+    while (g_reopen.load() == kReopening) sched_yield();
+    return;
+  }
+  int old = own::release(g_fd);
+  g_fd.store(-1);
+  if (old >= 0) real.close(old);
+  open(config(), getpid());
+  g_reopen.store(kOpen);
+}
+
 }  // namespace
 
 void write_raw(const char* text, size_t len) noexcept {
   int saved = errno;
+  if (g_reopen.load(std::memory_order_relaxed) != kOpen) reopen_now();
   g_users.fetch_add(1);
   int fd = g_fd.load();
   if (fd < 0) fd = STDERR_FILENO;
@@ -89,13 +109,9 @@ void open(const Config& c, long pid) noexcept {
   if (fd < 0) FERRY_LOG(warn, "log", "cannot open FERRY_LOG_FILE=%s: %s; logging to stderr", c.log_file.c_str(), strerror(errno));
 }
 
-void reopen_after_fork(const Config& c, long pid) noexcept {
+void reopen_after_fork(const Config& c) noexcept {
   g_users.store(0);  // writers of other threads do not exist here
-  if (c.log_file.find("%p") == std::string::npos) return;
-  int old = own::release(g_fd);
-  g_fd.store(-1);
-  if (old >= 0) real.close(old);
-  open(c, pid);
+  if (c.log_file.find("%p") != std::string::npos) g_reopen.store(kReopen);
 }
 
 int private_fd() noexcept { return g_fd.load(std::memory_order_relaxed); }

@@ -29,8 +29,8 @@ void write_raw(const char* text, size_t len) noexcept;
 // Opens FERRY_LOG_FILE (if set) on a high, close-on-exec descriptor of ferry's own
 // (core/own_fd.h) and sets the level.
 void open(const Config& c, long pid) noexcept;
-// After fork: a per-pid log file is reopened for the child.
-void reopen_after_fork(const Config& c, long pid) noexcept;
+// After fork: a per-pid log file is opened for the child by its first write.
+void reopen_after_fork(const Config& c) noexcept;
 
 // The descriptor ferry writes its log to, or -1 when that is the app's stderr. It is
 // one of ferry's own descriptors (core/own_fd.h).

@@ -28,7 +28,7 @@ void start() noexcept {
     FERRY_LOG(info, "runtime", "FERRY_ENABLE=0: passthrough only");
     return;
   }
-  stats::publish(getpid(), stats::Start::keep);
+  stats::publish(getpid());
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();
@@ -42,8 +42,8 @@ void finish() noexcept {
 }
 
 void after_fork_child() noexcept {
-  if (config().enable) stats::publish(getpid(), stats::Start::zero);
-  log::reopen_after_fork(config(), getpid());
+  if (config().enable) stats::after_fork_child(getpid());
+  log::reopen_after_fork(config());
 }
 
 }  // namespace ferry::runtime

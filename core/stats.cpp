@@ -26,22 +26,23 @@ std::string format(const Counters& c) {
   return out;
 }
 
-void publish(long pid, Start start) noexcept {
+void publish(long pid) noexcept {
   int fd = memfd_create("ferry-stats", MFD_CLOEXEC);
   if (fd < 0) return;
-  Counters snapshot;
-  if (start == Start::keep) {
-#define FERRY_STAT_COPY(name, desc) snapshot.name.store(g.name.load(std::memory_order_relaxed));
-    FERRY_STATS_LIST(FERRY_STAT_COPY)
-#undef FERRY_STAT_COPY
-  }
-  snapshot.pid = static_cast<uint64_t>(pid);
-  if (pwrite(fd, &snapshot, sizeof snapshot, 0) == static_cast<ssize_t>(sizeof snapshot)) {
+  g.pid = static_cast<uint64_t>(pid);
+  if (pwrite(fd, &g, sizeof g, 0) == static_cast<ssize_t>(sizeof g)) {
     // Counts made between the copy and the switch are lost; this runs before the
-    // program has threads (or, after fork, in the child's only thread).
-    mmap(&g, sizeof g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    // program has threads.
+    mmap(&g, sizeof g, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
   }
   close(fd);
+}
+
+void after_fork_child(long pid) noexcept {
+#define FERRY_STAT_ZERO(name, desc) g.name.store(0, std::memory_order_relaxed);
+  FERRY_STATS_LIST(FERRY_STAT_ZERO)
+#undef FERRY_STAT_ZERO
+  g.pid = static_cast<uint64_t>(pid);
 }
 
 std::string read_process(long pid, Counters& out) {

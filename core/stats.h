@@ -48,8 +48,8 @@ namespace ferry::stats {
 
 constexpr uint64_t kMagic = 0x3176617473797266;  // "frystav1"
 
-// Whole pages, page-aligned: publish() maps shared memory over this very object, so the
-// hot path addresses it directly with no pointer to follow.
+// Whole pages, page-aligned: publish() maps a named memory file over this very object,
+// so the hot path addresses it directly with no pointer to follow.
 struct alignas(4096) Counters {
   uint64_t magic = kMagic;
   uint64_t pid = 0;
@@ -61,11 +61,12 @@ static_assert(sizeof(Counters) % 4096 == 0);
 
 extern Counters g;
 
-// Moves g onto a shared memory page that other processes can read. At start the
-// values are kept; a forked child (which must not write into its parent's page)
-// starts from zero.
-enum class Start { keep, zero };
-void publish(long pid, Start start) noexcept;
+// Moves g, values kept, onto a mapping named "ferry-stats" that another process finds
+// in /proc/PID/maps and reads through /proc/PID/mem. The mapping is private: a forked
+// child gets its own copy with the fork, which after_fork_child() starts from zero (a
+// write to one page, no system call).
+void publish(long pid) noexcept;
+void after_fork_child(long pid) noexcept;
 
 // Reads the counters of a running ferry process; "" on success, else why not.
 std::string read_process(long pid, Counters& out);

@@ -12,7 +12,7 @@ namespace {
 TEST(Stats, PublishedCountersAreReadableFromOutside) {
   add(g.bytes_tcp_sent, 5);
   uint64_t before = g.bytes_tcp_sent.load();
-  publish(getpid(), Start::keep);
+  publish(getpid());
   EXPECT_EQ(g.bytes_tcp_sent.load(), before);  // values kept across the switch
   add(g.bytes_tcp_sent, 1000);
   static Counters seen;
@@ -23,20 +23,33 @@ TEST(Stats, PublishedCountersAreReadableFromOutside) {
 }
 
 TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
-  publish(getpid(), Start::keep);
+  publish(getpid());
   add(g.connections_passive, 3);
   uint64_t parent = g.connections_passive.load();
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
   pid_t pid = fork();
   if (pid == 0) {
-    publish(getpid(), Start::zero);
+    after_fork_child(getpid());
     bool zero = g.connections_passive.load() == 0;
     add(g.connections_passive, 100);
+    char c = zero ? 'z' : 'n';
+    if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) _exit(2);
     _exit(zero ? 0 : 1);
   }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  static Counters child;  // what another process reads of the child: its own counts
+  EXPECT_EQ(read_process(pid, child), "");
+  EXPECT_EQ(child.connections_passive.load(), 100u);
+  EXPECT_EQ(child.pid, static_cast<uint64_t>(pid));
+  ASSERT_EQ(write(done[1], &c, 1), 1);
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(g.connections_passive.load(), parent);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
 }
 
 TEST(Stats, NonFerryProcessIsReportedAsSuch) {
