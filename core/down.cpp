@@ -16,7 +16,18 @@
 
 namespace ferry {
 
-Link::~Link() { down::close_dup(*this); }
+namespace {
+std::atomic<long> g_alive{0};
+}  // namespace
+
+Link::Link() noexcept { g_alive.fetch_add(1, std::memory_order_relaxed); }
+
+Link::~Link() {
+  down::close_dup(*this);
+  g_alive.fetch_sub(1, std::memory_order_relaxed);
+}
+
+long Link::alive() noexcept { return g_alive.load(std::memory_order_acquire); }
 
 void DownState::on_event_st(uint32_t) {
   link->tcp_events.fetch_add(1, std::memory_order_relaxed);

@@ -119,40 +119,56 @@ class FdMap {
     std::atomic<T*> raw{nullptr};  // what socket holds, for borrow()
     std::atomic<bool> mark{false};
   };
+  static constexpr int kGroup = 64;  // slots a bit of Leaf::used stands for
   struct Leaf {
+    // Bit g: a slot in [g * kGroup, (g + 1) * kGroup) was bound at some time. Never
+    // cleared, so a walk may skip a group whose bit is clear without racing a bind.
+    std::atomic<uint64_t> used[kLeaf / kGroup / 64 + (kLeaf / kGroup % 64 != 0)]{};
     Slot slots[kLeaf];
   };
   struct Mid {
     std::atomic<Leaf*> leaves[kMid]{};
   };
 
+  Leaf* leaf_of(unsigned u) const noexcept {
+    Mid* m = top_[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
+    return m ? m->leaves[(u >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire) : nullptr;
+  }
   const Slot* find(int fd) const noexcept {
     if (fd < 0) return nullptr;
     unsigned u = static_cast<unsigned>(fd);
-    Mid* m = top_[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
-    if (!m) return nullptr;
-    Leaf* l = m->leaves[(u >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire);
+    Leaf* l = leaf_of(u);
     return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
   }
   Slot* find_or_grow(int fd) noexcept;
 
   std::atomic<Mid*> top_[kTop]{};
   std::atomic<size_t> size_{0};
+  // One past the highest fd ever bound: walks stop there, so a process whose fds are
+  // low reads a few cache lines of the table, not its whole first leaf (a forked
+  // child's handler walks it, and every page it touches first costs the child).
+  std::atomic<unsigned> end_{0};
 };
 
 template <class T>
 template <class F>
 void FdMap<T>::for_each(F&& f) const {
-  for (int t = 0; t < kTop; ++t) {
-    Mid* m = top_[t].load(std::memory_order_acquire);
-    if (!m) continue;
-    for (int i = 0; i < kMid; ++i) {
-      Leaf* l = m->leaves[i].load(std::memory_order_acquire);
-      if (!l) continue;
-      for (int j = 0; j < kLeaf; ++j) {
+  if (size_.load(std::memory_order_acquire) == 0) return;
+  const unsigned end = end_.load(std::memory_order_acquire);
+  constexpr unsigned kMidSpan = 1u << (kLeafBits + kMidBits);
+  for (unsigned base = 0; base < end; base += kLeaf) {
+    if (!top_[base / kMidSpan].load(std::memory_order_acquire)) {
+      base = (base / kMidSpan + 1) * kMidSpan - kLeaf;  // on to the next mid
+      continue;
+    }
+    Leaf* l = leaf_of(base);
+    if (!l) continue;
+    for (int g = 0; g < kLeaf / kGroup && base + g * kGroup < end; ++g) {
+      if (!(l->used[g / 64].load(std::memory_order_acquire) >> (g % 64) & 1)) continue;
+      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) {
         if (!l->slots[j].present.load(std::memory_order_acquire)) continue;
         Ref s = l->slots[j].socket.load(std::memory_order_acquire);
-        if (s) f((t << (kLeafBits + kMidBits)) | (i << kLeafBits) | j, s);
+        if (s) f(static_cast<int>(base) | j, s);
       }
     }
   }
@@ -195,6 +211,13 @@ template <class T>
 bool FdMap<T>::set(int fd, Ref s) noexcept {
   Slot* slot = find_or_grow(fd);
   if (!slot) return false;
+  const unsigned u = static_cast<unsigned>(fd);
+  Leaf* leaf = leaf_of(u);
+  const unsigned g = (u & (kLeaf - 1)) / kGroup;
+  if (!(leaf->used[g / 64].load(std::memory_order_relaxed) >> (g % 64) & 1))
+    leaf->used[g / 64].fetch_or(uint64_t{1} << (g % 64), std::memory_order_seq_cst);
+  for (unsigned e = end_.load(std::memory_order_relaxed); e <= u && !end_.compare_exchange_weak(e, u + 1);) {
+  }
   bool had = slot->present.exchange(false, std::memory_order_acq_rel);
   slot->mark.store(false, std::memory_order_seq_cst);
   // raw first: a borrower must never find the slot's old object after its reference went.

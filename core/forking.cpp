@@ -23,13 +23,14 @@ namespace ferry::forking {
 namespace {
 
 // What the forking thread holds between prepare() and parent()/child(). Only that
-// thread touches it.
+// thread touches it. Static, and its vectors keep their capacity: a fork allocates
+// nothing here, and with no link and no epoll set they stay empty.
 struct Held {
   bool poller = false;
   std::vector<std::shared_ptr<EpollSet>> sets;
   std::vector<std::shared_ptr<Link>> links;  // each once
 };
-Held* g_held = nullptr;
+Held g_held;
 
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).
@@ -39,62 +40,58 @@ void prepare() {
   rdma::before_fork();
   upgrade::before_fork();
   own::prepare_fork();
-  auto* h = new (std::nothrow) Held;
-  g_held = h;
-  if (!h) return;
-  h->poller = poller::hold_for_fork();
+  Held& h = g_held;
+  h.poller = poller::hold_for_fork();
+  const bool links = Link::alive() > 0;
   epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
-    if (std::find(h->sets.begin(), h->sets.end(), set) == h->sets.end()) h->sets.push_back(set);
+    if (std::find(h.sets.begin(), h.sets.end(), set) == h.sets.end()) h.sets.push_back(set);
   });
-  std::sort(h->sets.begin(), h->sets.end());
-  for (auto& set : h->sets) {
+  std::sort(h.sets.begin(), h.sets.end());
+  for (auto& set : h.sets) {
     set->lock_for_fork();
-    set->links(h->links);
+    if (links) set->links(h.links);
   }
-  fd_table().for_each([&](int, const SocketRef& s) {
-    if (s->link) h->links.push_back(s->link);
-  });
-  std::sort(h->links.begin(), h->links.end());
-  h->links.erase(std::unique(h->links.begin(), h->links.end()), h->links.end());
+  if (links) {
+    fd_table().for_each([&](int, const SocketRef& s) {
+      if (s->link) h.links.push_back(s->link);
+    });
+  }
+  std::sort(h.links.begin(), h.links.end());
+  h.links.erase(std::unique(h.links.begin(), h.links.end()), h.links.end());
   // The channel is published before the phase says established, and only the poller
   // (held now) publishes it.
-  for (auto& l : h->links)
+  for (auto& l : h.links)
     if (l->established() && !l->inherited) l->channel->mu().lock();
-  for (auto& l : h->links) l->signal.lock_for_fork();
+  for (auto& l : h.links) l->signal.lock_for_fork();
 }
 
 void parent() {
   handoff::after_fork_parent();
-  Held* h = g_held;
-  g_held = nullptr;
-  if (h) {
-    for (auto& l : h->links) l->signal.unlock_after_fork();
-    for (auto& l : h->links)
-      if (l->established() && !l->inherited) l->channel->mu().unlock();
-    for (auto& set : h->sets) set->unlock_after_fork();
-    poller::release_after_fork(h->poller);
-    delete h;
-  }
+  Held& h = g_held;
+  for (auto& l : h.links) l->signal.unlock_after_fork();
+  for (auto& l : h.links)
+    if (l->established() && !l->inherited) l->channel->mu().unlock();
+  for (auto& set : h.sets) set->unlock_after_fork();
+  poller::release_after_fork(h.poller);
+  h.links.clear();
+  h.sets.clear();
   own::parent_after_fork();
 }
 
 void child() {
   own::child_after_fork();
   hazard::after_fork_child();
-  Held* h = g_held;
-  g_held = nullptr;
-  if (h) {
-    // Every link the child can reach holds the parent's RDMA objects.
-    for (auto& l : h->links) l->inherited = true;
-    for (auto& l : h->links) l->signal.after_fork_child();
-    for (auto& l : h->links)
-      if (l->channel) new (&l->channel->mu()) Lock;
-    for (auto& set : h->sets) set->after_fork_child();
-  }
+  Held& h = g_held;
+  // Every link the child can reach holds the parent's RDMA objects.
+  for (auto& l : h.links) l->inherited = true;
+  for (auto& l : h.links) l->signal.after_fork_child();
+  for (auto& l : h.links)
+    if (l->channel) new (&l->channel->mu()) Lock;
+  for (auto& set : h.sets) set->after_fork_child();
   // Held across sleeps by threads that do not exist here.
   fd_table().for_each([](int, const SocketRef& s) {
-    new (&s->tx_mu) Lock;
-    new (&s->rx_mu) Lock;
+    s->tx_mu.reset_after_fork();
+    s->rx_mu.reset_after_fork();
   });
   poll_mixed_after_fork_child();
   poller::after_fork_child();
@@ -102,7 +99,8 @@ void child() {
   upgrade::after_fork_child();
   handoff::after_fork_child();  // after the links it inherited are marked orphaned
   runtime::after_fork_child();
-  delete h;
+  if (!h.links.empty()) h.links.clear();
+  if (!h.sets.empty()) h.sets.clear();
 }
 
 pthread_once_t g_once = PTHREAD_ONCE_INIT;

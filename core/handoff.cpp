@@ -234,6 +234,10 @@ void count_holds() {
 }  // namespace
 
 void before_fork() noexcept {
+  if (Link::alive() == 0) {
+    g_forking.reset();
+    return;
+  }
   std::vector<std::shared_ptr<Link>> up;
   fd_table().for_each([&](int, const SocketRef& s) {
     const auto& l = s->link;

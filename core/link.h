@@ -139,7 +139,11 @@ struct Link {
   std::unique_ptr<DownState> down_state;  // made at the first step, under down_mu
 
   bool established() const { return phase.load(std::memory_order_acquire) == Phase::established; }
+  Link() noexcept;
   ~Link();
+  // Links alive in this process. While there are none, fork's handlers skip every
+  // walk that looks for them.
+  static long alive() noexcept;
 };
 
 }  // namespace ferry

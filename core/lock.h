@@ -26,6 +26,11 @@ class Lock {
   void unlock() noexcept {
     if (state_.exchange(kFree, std::memory_order_release) == kWaited) wake_one();
   }
+  // In a forked child, whose other threads are gone: free, whoever held it. Writes
+  // only a lock that is held (a write to a page shared with the parent copies it).
+  void reset_after_fork() noexcept {
+    if (state_.load(std::memory_order_relaxed) != kFree) state_.store(kFree, std::memory_order_relaxed);
+  }
 
  private:
   enum : int { kFree = 0, kHeld = 1, kWaited = 2 };  // kWaited: held, and someone may sleep

@@ -882,6 +882,7 @@ void before_fork() noexcept { g_spare.make(); }
 void after_fork_child() noexcept {
   // The parent's connections and listeners are the parent's business.
   g_state = g_spare.take();
+  if (Link::alive() == 0) return;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
     s->link->inherited = true;

@@ -116,6 +116,25 @@ TEST(FdTable, ForEachInOrder) {
   EXPECT_EQ(seen, (std::vector<int>{5, 6, 900, 70000}));
 }
 
+// The walk skips what was never bound, but never what is bound now: the edges of its
+// 64-slot groups and leaves, the top of the range, numbers bound again after a take.
+TEST(FdTable, ForEachSeesEveryEdge) {
+  FdTable t;
+  const std::vector<int> all{0, 63, 64, 127, 1023, 1024, 1087, 1088, 2047, (1 << 20) - 1, 1 << 20, INT_MAX - 1, INT_MAX};
+  for (int fd : all) t.set(fd, make());
+  std::vector<int> seen;
+  t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
+  EXPECT_EQ(seen, all);
+  for (int fd : all) t.take(fd);
+  seen.clear();
+  t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
+  EXPECT_TRUE(seen.empty());
+  t.set(64, make());
+  t.set(3, make());
+  t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
+  EXPECT_EQ(seen, (std::vector<int>{3, 64}));
+}
+
 TEST(FdTable, ConcurrentReadersAndWriters) {
   FdTable t;
   std::atomic<bool> stop{false};
