@@ -3,6 +3,7 @@
 // that into -1 + errno. Nothing here throws.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/libc.h"
 
 #include <errno.h>
@@ -70,7 +71,7 @@ long epoll_pwait(int epfd, epoll_event* evs, int max, int timeout_ms, const sigs
 long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, const sigset_t* mask) noexcept;
 
 // processes (api_process.cpp)
-long fork() noexcept;
+FERRY_FORK_PATH long fork() noexcept;
 long execve(const char* path, char* const argv[], char* const envp[]) noexcept;
 long execv(const char* path, char* const argv[]) noexcept;
 long execvp(const char* file, char* const argv[]) noexcept;

@@ -77,7 +77,8 @@ struct Setting {
 };
 
 const std::vector<Setting>& settings() {
-  static const std::vector<Setting> all = {
+  // Never destroyed, like the settings themselves.
+  static const std::vector<Setting>& all = *new std::vector<Setting>{
       {{"FERRY_ENABLE", "1", "0 makes ferry a pure passthrough: every call goes straight to libc."},
        [](std::string_view v, Config& c) { return parse_bool(v, c.enable); },
        "0 or 1"},
@@ -123,9 +124,9 @@ const std::vector<Setting>& settings() {
 }  // namespace
 
 const std::vector<SettingDoc>& setting_docs() {
-  static const std::vector<SettingDoc> docs = [] {
-    std::vector<SettingDoc> d;
-    for (const auto& s : settings()) d.push_back(s.doc);
+  static const std::vector<SettingDoc>& docs = *[] {
+    auto* d = new std::vector<SettingDoc>;  // never destroyed
+    for (const auto& s : settings()) d->push_back(s.doc);
     return d;
   }();
   return docs;

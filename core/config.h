@@ -1,6 +1,7 @@
 // FERRY_* settings: parsed once from the environment, never on a hot path.
 #pragma once
 
+#include "core/fork_path.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,7 +39,7 @@ Config parse_config(const char* const* env, std::vector<std::string>& problems);
 std::string expand_log_path(std::string_view pattern, long pid);
 
 // The process-wide settings, written once at startup before any other thread runs.
-const Config& config() noexcept;
+FERRY_FORK_PATH const Config& config() noexcept;
 void set_config(Config c);
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 // every epoll_ctl on it and forgets it when its file closes.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/fdtable.h"
 #include "core/readiness.h"
 
@@ -52,7 +53,7 @@ class EpollSet {
   // kicker's sleepers (other threads) are gone. links() needs the lock held.
   void lock_for_fork() noexcept { mu_.lock(); }
   void unlock_after_fork() noexcept { mu_.unlock(); }
-  void after_fork_child() noexcept;
+  FERRY_FORK_PATH void after_fork_child() noexcept;
   void links(std::vector<std::shared_ptr<Link>>& out) const;
 
  private:

@@ -106,6 +106,11 @@ class FdMap {
   // Calls f(fd, socket) for each tracked fd, in fd order.
   template <class F>
   void for_each(F&& f) const;
+  // The same with f(fd, object&), taking no reference: for a process with one thread
+  // (a forked child's handler), where nothing can unbind an fd meanwhile. Reads the
+  // table and writes nothing (a reference count is a write).
+  template <class F>
+  void for_each_alone(F&& f) const;
   size_t size() const noexcept;
 
  private:
@@ -141,6 +146,8 @@ class FdMap {
     return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
   }
   Slot* find_or_grow(int fd) noexcept;
+  template <class V>
+  void walk(V&& visit) const;
 
   std::atomic<Mid*> top_[kTop]{};
   std::atomic<size_t> size_{0};
@@ -150,9 +157,10 @@ class FdMap {
   std::atomic<unsigned> end_{0};
 };
 
+// Visits every slot of a group that was ever used, below end_, in fd order.
 template <class T>
-template <class F>
-void FdMap<T>::for_each(F&& f) const {
+template <class V>
+void FdMap<T>::walk(V&& visit) const {
   if (size_.load(std::memory_order_acquire) == 0) return;
   const unsigned end = end_.load(std::memory_order_acquire);
   constexpr unsigned kMidSpan = 1u << (kLeafBits + kMidBits);
@@ -165,13 +173,26 @@ void FdMap<T>::for_each(F&& f) const {
     if (!l) continue;
     for (int g = 0; g < kLeaf / kGroup && base + g * kGroup < end; ++g) {
       if (!(l->used[g / 64].load(std::memory_order_acquire) >> (g % 64) & 1)) continue;
-      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) {
-        if (!l->slots[j].present.load(std::memory_order_acquire)) continue;
-        Ref s = l->slots[j].socket.load(std::memory_order_acquire);
-        if (s) f(static_cast<int>(base) | j, s);
-      }
+      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) visit(static_cast<int>(base) | j, l->slots[j]);
     }
   }
+}
+
+template <class T>
+template <class F>
+void FdMap<T>::for_each(F&& f) const {
+  walk([&](int fd, const Slot& slot) {
+    if (!slot.present.load(std::memory_order_acquire)) return;
+    if (Ref s = slot.socket.load(std::memory_order_acquire)) f(fd, s);
+  });
+}
+
+template <class T>
+template <class F>
+void FdMap<T>::for_each_alone(F&& f) const {
+  walk([&](int fd, const Slot& slot) {
+    if (T* p = slot.raw.load(std::memory_order_relaxed)) f(fd, *p);
+  });
 }
 
 template <class T>

@@ -1,5 +1,7 @@
 #include "core/forking.h"
 
+#include "core/fork_path.h"
+
 #include "core/epoll_set.h"
 #include "core/fdtable.h"
 #include "core/handoff.h"
@@ -23,14 +25,14 @@ namespace ferry::forking {
 namespace {
 
 // What the forking thread holds between prepare() and parent()/child(). Only that
-// thread touches it. Static, and its vectors keep their capacity: a fork allocates
-// nothing here, and with no link and no epoll set they stay empty.
+// thread touches it. Made once and never destroyed; its vectors keep their capacity:
+// a fork allocates nothing here, and with no link and no epoll set they stay empty.
 struct Held {
   bool poller = false;
   std::vector<std::shared_ptr<EpollSet>> sets;
   std::vector<std::shared_ptr<Link>> links;  // each once
 };
-Held g_held;
+Held* g_held = nullptr;
 
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).
@@ -40,7 +42,7 @@ void prepare() {
   rdma::before_fork();
   upgrade::before_fork();
   own::prepare_fork();
-  Held& h = g_held;
+  Held& h = *g_held;
   h.poller = poller::hold_for_fork();
   const bool links = Link::alive() > 0;
   epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
@@ -67,21 +69,21 @@ void prepare() {
 
 void parent() {
   handoff::after_fork_parent();
-  Held& h = g_held;
+  Held& h = *g_held;
   for (auto& l : h.links) l->signal.unlock_after_fork();
   for (auto& l : h.links)
     if (l->established() && !l->inherited) l->channel->mu().unlock();
   for (auto& set : h.sets) set->unlock_after_fork();
   poller::release_after_fork(h.poller);
-  h.links.clear();
-  h.sets.clear();
+  if (!h.links.empty()) h.links.clear();
+  if (!h.sets.empty()) h.sets.clear();
   own::parent_after_fork();
 }
 
-void child() {
+FERRY_FORK_PATH void child() {
   own::child_after_fork();
   hazard::after_fork_child();
-  Held& h = g_held;
+  Held& h = *g_held;
   // Every link the child can reach holds the parent's RDMA objects.
   for (auto& l : h.links) l->inherited = true;
   for (auto& l : h.links) l->signal.after_fork_child();
@@ -89,9 +91,9 @@ void child() {
     if (l->channel) new (&l->channel->mu()) Lock;
   for (auto& set : h.sets) set->after_fork_child();
   // Held across sleeps by threads that do not exist here.
-  fd_table().for_each([](int, const SocketRef& s) {
-    s->tx_mu.reset_after_fork();
-    s->rx_mu.reset_after_fork();
+  fd_table().for_each_alone([](int, Socket& s) {
+    s.tx_mu.reset_after_fork();
+    s.rx_mu.reset_after_fork();
   });
   poll_mixed_after_fork_child();
   poller::after_fork_child();
@@ -108,7 +110,10 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 }  // namespace
 
 void install() noexcept {
-  pthread_once(&g_once, [] { pthread_atfork(prepare, parent, child); });
+  pthread_once(&g_once, [] {
+    g_held = new Held;
+    pthread_atfork(prepare, parent, child);
+  });
 }
 
 }  // namespace ferry::forking

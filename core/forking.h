@@ -17,6 +17,8 @@
 // copy-on-write fault: for a forking server, most of the cost ferry added to a fork.
 #pragma once
 
+#include "core/fork_path.h"
+
 #include <new>
 
 namespace ferry::forking {

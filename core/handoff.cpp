@@ -73,9 +73,21 @@ std::vector<Owner*>* g_holding = nullptr;
 // The boards a child about to be forked will hold, counted for it by the parent before
 // the fork (so that no close of the parent's can run before the count), and the last
 // fork's, uncounted if that fork failed. The forking thread's own: threads may fork at
-// once.
-thread_local std::unique_ptr<std::vector<Owner*>> g_forking;
-thread_local std::unique_ptr<std::vector<Owner*>> g_last_fork;
+// once. Plain pointers: a thread_local with a destructor costs every exiting process
+// (a server's forked children among them) a call at exit.
+thread_local constinit std::vector<Owner*>* g_forking = nullptr;
+thread_local constinit std::vector<Owner*>* g_last_fork = nullptr;
+
+// Writes only a change: around a fork, every page written costs a copy.
+template <class T>
+void set(T& var, T value) {
+  if (var != value) var = value;
+}
+
+void drop(std::vector<Owner*>*& v) {
+  delete v;
+  v = nullptr;
+}
 
 // A socket that may leave kernel TCP, or has: one this process can hand over.
 bool ours(const SocketRef& s) { return s && s->link && !s->link->inherited && s->transport() != Transport::kernel; }
@@ -147,7 +159,7 @@ void serve(Owner* o, int i, std::shared_ptr<Link> link) {
 
 }  // namespace
 
-void let_go() noexcept;
+FERRY_FORK_PATH void let_go() noexcept;
 
 void Owner::on_event_st(uint32_t) {
   uint64_t v;
@@ -217,7 +229,7 @@ void register_link(Owner* o, const std::shared_ptr<Link>& l) {
 // Counts the child about to be forked as a holder on every board of a connection in
 // the table (this process's own, and its ancestors' it still holds).
 void count_holds() {
-  g_forking.reset();
+  if (g_forking) drop(g_forking);
   std::vector<Owner*> owners;
   fd_table().for_each([&](int, const SocketRef& s) {
     const Link* l = s->link.get();
@@ -226,7 +238,7 @@ void count_holds() {
     if (std::find(owners.begin(), owners.end(), o) == owners.end()) owners.push_back(o);
   });
   if (owners.empty()) return;  // nothing to hold: nothing allocated
-  g_forking.reset(new (std::nothrow) std::vector<Owner*>(std::move(owners)));
+  g_forking = new (std::nothrow) std::vector<Owner*>(std::move(owners));
   if (!g_forking) return;
   for (Owner* o : *g_forking) o->board->holders.fetch_add(1);
 }
@@ -235,7 +247,7 @@ void count_holds() {
 
 void before_fork() noexcept {
   if (Link::alive() == 0) {
-    g_forking.reset();
+    if (g_forking) drop(g_forking);
     return;
   }
   std::vector<std::shared_ptr<Link>> up;
@@ -259,24 +271,30 @@ void before_fork() noexcept {
   count_holds();
 }
 
-void after_fork_parent() noexcept { g_last_fork = std::move(g_forking); }
+void after_fork_parent() noexcept {
+  if (!g_last_fork && !g_forking) return;
+  delete g_last_fork;
+  g_last_fork = g_forking;
+  g_forking = nullptr;
+}
 
 void fork_failed() noexcept {
-  if (g_last_fork)
-    for (Owner* o : *g_last_fork) o->board->holders.fetch_sub(1);
-  g_last_fork.reset();
+  if (!g_last_fork) return;
+  for (Owner* o : *g_last_fork) o->board->holders.fetch_sub(1);
+  drop(g_last_fork);
 }
 
 void after_fork_child() noexcept {
-  g_owner = nullptr;
-  g_holding = g_forking.release();  // counted by the parent
-  g_last_fork.reset();
+  set<Owner*>(g_owner, nullptr);
+  set(g_holding, g_forking);  // counted by the parent
+  set<std::vector<Owner*>*>(g_forking, nullptr);
+  set<std::vector<Owner*>*>(g_last_fork, nullptr);  // the parent's to uncount
 }
 
 void let_go() noexcept {
   std::vector<Owner*>* holding = g_holding;
-  g_holding = nullptr;
   if (!holding) return;
+  g_holding = nullptr;
   for (Owner* o : *holding) o->board->holders.fetch_sub(1);
   delete holding;
 }

@@ -14,6 +14,7 @@
 // (a child may still hold it, and its peer must not see the stream end).
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/socket.h"
 
 #include <sys/socket.h>
@@ -32,7 +33,7 @@ void before_fork() noexcept;
 // at its own fork) and who counts as a holder on the boards of what it inherited.
 void after_fork_parent() noexcept;
 void fork_failed() noexcept;
-void after_fork_child() noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 // A descendant's first use of a connection an ancestor upgraded (Link::orphaned): true
 // once the owner handed it over and the socket is kernel TCP here.
 bool ask_owner(Socket& s) noexcept;
@@ -44,6 +45,6 @@ bool carried(Socket& s) noexcept;
 void closing(int fd, Socket& s) noexcept;
 // The process is exiting: an owner hands over every connection on its board while a
 // descendant may hold one; a descendant stops counting as a holder.
-void at_exit() noexcept;
+FERRY_FORK_PATH void at_exit() noexcept;
 
 }  // namespace ferry::handoff

@@ -5,6 +5,7 @@
 // atomic read-modify-writes.
 #pragma once
 
+#include "core/fork_path.h"
 #include <atomic>
 
 namespace ferry::hazard {
@@ -78,6 +79,6 @@ T* protect(const std::atomic<T*>& src, Record* r, int& i) noexcept {
 void retire(void* p, void (*destroy)(void*)) noexcept;
 
 // In a forked child only the forking thread exists: the others' announcements are void.
-void after_fork_child() noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 
 }  // namespace ferry::hazard

@@ -2,6 +2,7 @@
 // established, and the byte counts that define the cutover point.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/channel.h"
 #include "core/downgrade.h"
 #include "core/poller.h"
@@ -143,7 +144,7 @@ struct Link {
   ~Link();
   // Links alive in this process. While there are none, fork's handlers skip every
   // walk that looks for them.
-  static long alive() noexcept;
+  FERRY_FORK_PATH static long alive() noexcept;
 };
 
 }  // namespace ferry

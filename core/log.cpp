@@ -110,7 +110,7 @@ void open(const Config& c, long pid) noexcept {
 }
 
 void reopen_after_fork(const Config& c) noexcept {
-  g_users.store(0);  // writers of other threads do not exist here
+  if (g_users.load() != 0) g_users.store(0);  // writers of other threads do not exist here
   if (c.log_file.find("%p") != std::string::npos) g_reopen.store(kReopen);
 }
 

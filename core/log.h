@@ -2,6 +2,7 @@
 // to FERRY_LOG_FILE, whose descriptor ferry keeps out of the application's reach.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/config.h"
 
 #include <atomic>
@@ -30,7 +31,7 @@ void write_raw(const char* text, size_t len) noexcept;
 // (core/own_fd.h) and sets the level.
 void open(const Config& c, long pid) noexcept;
 // After fork: a per-pid log file is opened for the child by its first write.
-void reopen_after_fork(const Config& c) noexcept;
+FERRY_FORK_PATH void reopen_after_fork(const Config& c) noexcept;
 
 // The descriptor ferry writes its log to, or -1 when that is the app's stderr. It is
 // one of ferry's own descriptors (core/own_fd.h).

@@ -1,5 +1,7 @@
 #include "core/own_fd.h"
 
+#include "core/fork_path.h"
+
 #include "core/libc.h"
 
 #include <errno.h>
@@ -15,11 +17,12 @@
 namespace ferry::own {
 namespace {
 
+// Serializes moves, and keeps an entry's owner from going away during one.
+FERRY_FORK_DATA std::mutex g_move_mu;
+// Serializes changes of the table.
+FERRY_FORK_DATA std::mutex g_mu;
+
 struct Registry {
-  // Serializes moves, and keeps an entry's owner from going away during one.
-  std::mutex move_mu;
-  // Serializes changes of the table.
-  std::mutex mu;
   FdMap<Entry> table;
 };
 // Never destroyed: descriptors are closed while the process exits. Made on first use:
@@ -48,7 +51,7 @@ void add(int fd, Mover move) noexcept {
   if (fd < 0) return;
   auto e = std::shared_ptr<Entry>(new (std::nothrow) Entry{std::move(move)});
   if (!e) return;
-  std::lock_guard<std::mutex> lock(reg().mu);
+  std::lock_guard<std::mutex> lock(g_mu);
   reg().table.set(fd, std::move(e));
 }
 
@@ -64,12 +67,12 @@ int adopt(int fd, Mover move) noexcept {
 }
 
 void forget(int fd) noexcept {
-  std::lock_guard<std::mutex> lock(reg().mu);
+  std::lock_guard<std::mutex> lock(g_mu);
   reg().table.take(fd);
 }
 
 int release(const std::atomic<int>& fd) noexcept {
-  std::lock_guard<std::mutex> moving(reg().move_mu);
+  std::lock_guard<std::mutex> moving(g_move_mu);
   int n = fd.load();
   forget(n);
   return n;
@@ -78,14 +81,14 @@ int release(const std::atomic<int>& fd) noexcept {
 bool owns(int fd) noexcept { return reg().table.tracked(fd); }
 
 bool make_way(int fd) noexcept {
-  std::lock_guard<std::mutex> moving(reg().move_mu);
+  std::lock_guard<std::mutex> moving(g_move_mu);
   std::shared_ptr<Entry> e = reg().table.get(fd);
   if (!e) return true;
   int to = dup_high(fd);
   if (to < 0) return false;
   e->move(fd, to);
   {
-    std::lock_guard<std::mutex> lock(reg().mu);
+    std::lock_guard<std::mutex> lock(g_mu);
     reg().table.take(fd);
     reg().table.set(to, e);
   }
@@ -108,15 +111,15 @@ void around(unsigned first, unsigned last, const std::function<void(unsigned, un
   if (lo <= last) f(lo, last);
 }
 
-void prepare_fork() noexcept { reg().move_mu.lock(); }
+void prepare_fork() noexcept { g_move_mu.lock(); }
 
-void parent_after_fork() noexcept { reg().move_mu.unlock(); }
+void parent_after_fork() noexcept { g_move_mu.unlock(); }
 
 void child_after_fork() noexcept {
   // The table's lock guards only whole operations on a lock-free map: fresh, whatever
   // another thread was doing.
-  new (&reg().mu) std::mutex;
-  new (&reg().move_mu) std::mutex;
+  new (&g_mu) std::mutex;
+  new (&g_move_mu) std::mutex;
 }
 
 }  // namespace ferry::own

@@ -12,6 +12,7 @@
 // the program. Each registered descriptor says how (its Mover).
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/fdtable.h"
 
 #include <functional>
@@ -53,6 +54,6 @@ void around(unsigned first, unsigned last, const std::function<void(unsigned, un
 // poller's gate, as a move does), and the registry's locks are fresh in the child.
 void prepare_fork() noexcept;
 void parent_after_fork() noexcept;
-void child_after_fork() noexcept;
+FERRY_FORK_PATH void child_after_fork() noexcept;
 
 }  // namespace ferry::own

@@ -4,6 +4,7 @@
 // served by the same loop.
 #pragma once
 
+#include "core/fork_path.h"
 #include <poll.h>
 #include <signal.h>
 
@@ -21,6 +22,6 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
 
 // In a forked child: the forking thread's waiter gets an eventfd of its own (the
 // inherited one is shared with the parent's thread).
-void poll_mixed_after_fork_child() noexcept;
+FERRY_FORK_PATH void poll_mixed_after_fork_child() noexcept;
 
 }  // namespace ferry

@@ -69,8 +69,8 @@ constexpr auto kRecheckMost = std::chrono::milliseconds(40);
 
 // Process lifetime: the thread may outlive main's statics. A forked child gets a fresh
 // one; the parent's, with its descriptors, is left alone (it serves the parent).
-Poller* g_poller = new Poller;
-forking::Spare<Poller> g_spare;
+FERRY_FORK_DATA Poller* g_poller = new Poller;
+FERRY_FORK_DATA forking::Spare<Poller> g_spare;
 
 Poller& P() { return *g_poller; }
 

@@ -6,6 +6,7 @@
 // Functions ending in _st run on the poller thread only.
 #pragma once
 
+#include "core/fork_path.h"
 #include <rdma/rdma_cma.h>
 
 #include <chrono>
@@ -73,6 +74,6 @@ void release_after_fork(bool held) noexcept;
 // In a forked child: a fresh poller, started on first need (the parent's thread does
 // not exist there).
 void before_fork() noexcept;
-void after_fork_child() noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 
 }  // namespace ferry::poller

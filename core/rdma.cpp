@@ -32,8 +32,8 @@ struct Registry {
   std::mutex mu;
   std::vector<std::unique_ptr<Device>> all;
 };
-Registry* g_registry = new Registry;  // process lifetime; a forked child gets its own
-forking::Spare<Registry> g_spare;
+FERRY_FORK_DATA Registry* g_registry = new Registry;  // process lifetime; a forked child gets its own
+FERRY_FORK_DATA forking::Spare<Registry> g_spare;
 std::vector<std::unique_ptr<Device>>& registry() { return g_registry->all; }
 }  // namespace
 

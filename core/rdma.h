@@ -3,6 +3,7 @@
 // factories return null (with the reason) instead of leaving half-built objects.
 #pragma once
 
+#include "core/fork_path.h"
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
@@ -64,7 +65,7 @@ std::vector<Device*> devices();
 // In a forked child: the parent's devices (contexts, PDs, completion channels) are left
 // to it; the child opens its own when it first needs them.
 void before_fork() noexcept;
-void after_fork_child() noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 
 // FERRY_DEVICES: "name[:port],...". Empty list = every ACTIVE device.
 struct DeviceChoice {

@@ -4,6 +4,7 @@
 // select.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/link.h"
 #include "core/socket.h"
 #include "core/wait.h"
@@ -57,7 +58,7 @@ class Kicker {
   void drain() noexcept;
   // In a forked child: sleepers of other threads are gone; a set watched by another
   // (nested) keeps its one arm.
-  void after_fork_child(int arms) noexcept;
+  FERRY_FORK_PATH void after_fork_child(int arms) noexcept;
 
  private:
   void move(int to) noexcept;

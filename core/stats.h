@@ -3,6 +3,7 @@
 // FERRY_STATS=1 prints them at exit.
 #pragma once
 
+#include "core/fork_path.h"
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -66,7 +67,7 @@ extern Counters g;
 // child gets its own copy with the fork, which after_fork_child() starts from zero (a
 // write to one page, no system call).
 void publish(long pid) noexcept;
-void after_fork_child(long pid) noexcept;
+FERRY_FORK_PATH void after_fork_child(long pid) noexcept;
 
 // Reads the counters of a running ferry process; "" on success, else why not.
 std::string read_process(long pid, Counters& out);

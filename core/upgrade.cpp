@@ -109,8 +109,8 @@ struct State {
   std::set<Link*> live;  // links with a channel, until they are destroyed
   bool probing = false;  // a persist-probe tick is due
 };
-State* g_state = new State;  // replaced, not destroyed, in a forked child
-forking::Spare<State> g_spare;
+FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
+FERRY_FORK_DATA forking::Spare<State> g_spare;
 State& st() { return *g_state; }
 
 // How long a request may wait for the program to accept its TCP connection

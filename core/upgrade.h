@@ -6,6 +6,7 @@
 // with its reason. See docs/design.md.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/socket.h"
 
 #include <rdma/rdma_cma.h>
@@ -41,7 +42,7 @@ void passed_in(int fd, const SocketRef& s) noexcept;
 // child's first data call; others still upgrading stay on TCP here; upgraded ones
 // cannot be used by the child (their RDMA resources belong to the parent).
 void before_fork() noexcept;
-void after_fork_child() noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 
 // Poller thread: one rdma_cm event (this function acknowledges it).
 void on_cm_event_st(rdma_cm_event* ev);

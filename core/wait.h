@@ -2,6 +2,7 @@
 // (wait_loop) that blocking calls, poll/select and epoll share.
 #pragma once
 
+#include "core/fork_path.h"
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -45,7 +46,7 @@ struct Signal {
   // sleepers and per-thread waiters (other threads') are gone.
   void lock_for_fork() noexcept { waiters_mu_.lock(); }
   void unlock_after_fork() noexcept { waiters_mu_.unlock(); }
-  void after_fork_child() noexcept;
+  FERRY_FORK_PATH void after_fork_child() noexcept;
 
  private:
   std::atomic<uint32_t> waiter_count_{0};

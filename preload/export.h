@@ -19,7 +19,7 @@ class Errno {
       errno = static_cast<int>(-r);
       return static_cast<T>(-1);
     }
-    errno = saved_;
+    if (errno != saved_) errno = saved_;  // a write only if needed: after a fork, it costs a page copy
     return static_cast<T>(r);
   }
 

@@ -1,6 +1,7 @@
 // fork, vfork, _exit, and ferry's own start and exit.
 #include "preload/export.h"
 
+#include "core/fork_path.h"
 #include "core/handoff.h"
 #include "core/runtime.h"
 
@@ -10,12 +11,12 @@
 __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::start(); }
 // An exiting process hands over the connections a forked child may still hold
 // (core/handoff.h), then prints its counters.
-__attribute__((destructor)) static void ferry_finish() {
+__attribute__((destructor)) FERRY_FORK_PATH static void ferry_finish() {
   ferry::handoff::at_exit();
   ferry::runtime::finish();
 }
 
-FERRY_EXPORT pid_t fork() {
+FERRY_EXPORT FERRY_FORK_PATH pid_t fork() {
   return FERRY_RESULT(pid_t, fork());
 }
 
@@ -28,7 +29,7 @@ FERRY_EXPORT pid_t vfork() {
 // A process that ends with _exit (a forked worker: python's os._exit, many servers'
 // children) runs no destructors: FERRY_STATS still prints its counters. Then what
 // glibc's _exit does, the exit_group system call.
-FERRY_EXPORT void _exit(int status) {
+FERRY_EXPORT FERRY_FORK_PATH void _exit(int status) {
   ferry::handoff::at_exit();
   ferry::runtime::finish();
   for (;;) syscall(SYS_exit_group, status);

@@ -1,0 +1,14 @@
+// Code that runs at every fork, gathered in one place of libferry's text.
+//
+// A forked child does not inherit the parent's page-table entries for file-backed
+// code: the first call into each 64 KiB window of ferry's text is a page fault, in
+// every child (and, under a hypervisor that shadows page tables, an expensive one).
+// Every function ferry's fork handlers call is marked FERRY_FORK_PATH, so a child's
+// handlers fault once for the code, not once per module.
+#pragma once
+
+#define FERRY_FORK_PATH __attribute__((section(".text.hot.ferry_fork")))
+
+// Likewise for data: a variable a forked child writes (the first write to a page shared
+// with the parent copies it) lives in this one section, next to the others.
+#define FERRY_FORK_DATA __attribute__((section("ferry_fork_data")))
