@@ -4,7 +4,7 @@
 # and each setup's ratio to plain. Natively (loopback, never upgraded) or inside the
 # test bed over $TESTBED_IP (upgrades refused). Never fails on a number.
 #   passthrough.sh BUILD_DIR RUNS SECONDS native|vm PG_TEMPLATE [WORKLOADS [OUT_DIR]]
-# WORKLOADS: any of redis iperf3 pgbench (default all); OUT_DIR: default $VM_OUT.
+# WORKLOADS: any of redis iperf3 pgbench fork (default all); OUT_DIR: default $VM_OUT.
 # PG_TEMPLATE: a PostgreSQL data directory made by `passthrough.sh --pg-template DIR`
 # (initdb and pgbench -i take minutes in the emulated VM: they run on the host).
 # Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
@@ -30,7 +30,7 @@ runs=$2
 secs=$3
 where=$4
 template=$5
-workloads=${6:-redis iperf3 pgbench}
+workloads=${6:-redis iperf3 pgbench fork}
 out=${7:-${VM_OUT:-/tmp/passthrough-out}}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$where" = vm ]; then
@@ -104,6 +104,18 @@ iperf() {
   note iperf3_gbps "$setup" "$(awk '/receiver/ {print $(NF-2)}' "$logs/$tag.out")"
 }
 
+# What a forking server pays per connection in its parent and child (fork_rate: a
+# listener and a connection open, fork, the child closes the listener and exit()s). No
+# counters: a file of them per child would be the cost measured.
+forks() {
+  local setup=$1
+  tag=fork.$setup.$r
+  side "$setup" client
+  pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
+  timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" > "$logs/$tag.out" 2>&1
+  note fork_rate "$setup" "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+}
+
 # A throwaway copy of the template cluster, owned by nobody (PostgreSQL refuses root).
 pg=$(mktemp -d)
 chmod 755 "$pg"
@@ -139,6 +151,7 @@ for r in $(seq "$runs"); do
   echo "bench-passthrough: $where run $r of $runs" >&2
   if [[ " $workloads " = *" redis "* ]]; then for s in $(order "$setups"); do redis "$s"; done; fi
   if [[ " $workloads " = *" iperf3 "* ]]; then for s in $(order "$setups"); do iperf "$s"; done; fi
+  if [[ " $workloads " = *" fork "* ]]; then for s in $(order "$pg_setups"); do forks "$s"; done; fi
   if [[ " $workloads " = *" pgbench "* ]]; then
     for s in $(order "$pg_setups"); do pgbench "$s" pgbench_S_tps -S -c 4 -j 2; done
     for s in $(order "$pg_setups"); do pgbench "$s" pgbench_SC_tps -S -C -c 2 -j 2; done
@@ -153,7 +166,7 @@ printf '%-16s' metric
 for s in $pg_setups; do printf ' %10s' "$s"; done
 for s in $pg_setups; do [ "$s" != plain ] && printf ' %10s' "$s/plain"; done
 echo
-for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps; do
+for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps fork_rate; do
   printf '%-16s' "$m"
   base=$(median < "$res/$m.plain" 2>/dev/null)
   for s in $pg_setups; do
