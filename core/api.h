@@ -49,7 +49,7 @@ long sendfile(int out_fd, int in_fd, off_t* offset, size_t count) noexcept;
 long splice(int in, loff_t* off_in, int out, loff_t* off_out, size_t len, unsigned flags) noexcept;
 
 // descriptors (api_fd.cpp)
-long close(int fd) noexcept;
+FERRY_FORK_PATH long close(int fd) noexcept;
 long dup(int fd) noexcept;
 long dup2(int fd, int newfd) noexcept;
 long dup3(int fd, int newfd, int flags) noexcept;

@@ -11,7 +11,7 @@ constexpr std::string_view kPrefix = "FERRY_";
 // Never destroyed: threads of ferry read settings while the process exits.
 union ConfigHolder {
   constexpr ConfigHolder() : c() {}
-  ~ConfigHolder() {}
+  FERRY_FORK_PATH ~ConfigHolder() {}  // runs at every exit
   Config c;
 };
 constinit ConfigHolder g_holder;

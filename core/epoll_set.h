@@ -98,6 +98,6 @@ class EpollSet {
 };
 
 // epoll instances ferry has a set for, by descriptor (dup'ed descriptors share it).
-FdMap<EpollSet>& epoll_sets() noexcept;
+FERRY_FORK_PATH FdMap<EpollSet>& epoll_sets() noexcept;
 
 }  // namespace ferry

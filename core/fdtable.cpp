@@ -5,7 +5,7 @@ namespace {
 // Constant-initialized and never destroyed: sockets may be used while the process exits.
 union Holder {
   constexpr Holder() : table() {}
-  ~Holder() {}
+  FERRY_FORK_PATH ~Holder() {}  // runs at every exit
   FdTable table;
 };
 constinit Holder g_holder;

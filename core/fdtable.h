@@ -3,6 +3,7 @@
 // RLIMIT_NOFILE and there is no fd ceiling below INT_MAX.
 #pragma once
 
+#include "core/fork_path.h"
 #include "core/hazard.h"
 #include "core/socket.h"
 
@@ -100,7 +101,7 @@ class FdMap {
   // range; returns false only when that allocation fails.
   bool set(int fd, Ref s) noexcept;
   // Unbinds fd and returns what was bound.
-  Ref take(int fd) noexcept;
+  FERRY_FORK_PATH Ref take(int fd) noexcept;
   // Unbinds every tracked fd in [lo, hi]; cost follows the allocated leaves only.
   void take_range(unsigned lo, unsigned hi) noexcept;
   // Calls f(fd, socket) for each tracked fd, in fd order.
@@ -284,6 +285,6 @@ size_t FdMap<T>::size() const noexcept {
 using FdTable = FdMap<Socket>;
 
 // The process's table of TCP sockets. Never destroyed: calls may arrive during exit.
-FdTable& fd_table() noexcept;
+FERRY_FORK_PATH FdTable& fd_table() noexcept;
 
 }  // namespace ferry

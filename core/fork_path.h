@@ -3,8 +3,10 @@
 // A forked child does not inherit the parent's page-table entries for file-backed
 // code: the first call into each 64 KiB window of ferry's text is a page fault, in
 // every child (and, under a hypervisor that shadows page tables, an expensive one).
-// Every function ferry's fork handlers call is marked FERRY_FORK_PATH, so a child's
-// handlers fault once for the code, not once per module.
+// Every function ferry's fork handlers call is marked FERRY_FORK_PATH, and so is what a
+// forked child of a server runs at exit and to close the descriptors it inherited (the
+// listener, the parent's other connections), so that the child faults once for the
+// code, not once per module.
 #pragma once
 
 #define FERRY_FORK_PATH __attribute__((section(".text.hot.ferry_fork")))

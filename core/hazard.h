@@ -76,7 +76,7 @@ T* protect(const std::atomic<T*>& src, Record* r, int& i) noexcept {
 }
 
 // Destroys p (with destroy) now, or once no thread announces it.
-void retire(void* p, void (*destroy)(void*)) noexcept;
+FERRY_FORK_PATH void retire(void* p, void (*destroy)(void*)) noexcept;
 
 // In a forked child only the forking thread exists: the others' announcements are void.
 FERRY_FORK_PATH void after_fork_child() noexcept;

@@ -27,7 +27,7 @@ struct Registry {
 };
 // Never destroyed: descriptors are closed while the process exits. Made on first use:
 // the log opens its descriptor from ferry's constructor, before other initializers.
-Registry& reg() {
+FERRY_FORK_PATH Registry& reg() {
   static Registry* r = new Registry;
   return *r;
 }

@@ -43,7 +43,7 @@ int release(const std::atomic<int>& fd) noexcept;
 void forget(int fd) noexcept;
 
 // Whether fd is one of ferry's. Lock-free.
-bool owns(int fd) noexcept;
+FERRY_FORK_PATH bool owns(int fd) noexcept;
 // Makes fd free of ferry (moves ferry's descriptor away, closing the number). True when
 // fd is not ferry's afterwards.
 bool make_way(int fd) noexcept;
