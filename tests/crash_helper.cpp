@@ -3,6 +3,7 @@
 //   crash_helper closeall  closes every descriptor from 3 up (one by one and with
 //                          close_range), then dup2()s stdout over 3..1100, then exits
 //   crash_helper _exit     ends with _exit(7): no destructor runs
+//   crash_helper maps      prints /proc/self/maps
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,5 +29,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && !strcmp(argv[1], "_exit")) _exit(7);
+  if (argc > 1 && !strcmp(argv[1], "maps")) {
+    FILE* f = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
+    if (f) fclose(f);
+    return f ? 0 : 1;
+  }
   return 2;
 }

@@ -41,6 +41,23 @@ TEST(PreloadRuntime, BacktraceOnFatalSignalKeepsTheExitStatus) {
   EXPECT_NE(r.output.find("main"), std::string::npos) << r.output;
 }
 
+// A process that never reaches RDMA maps no library for ferry: every forked child of a
+// server pays at exit for each one mapped (core/rdma_lib.h, core/fork_path.h).
+TEST(PreloadRuntime, MapsNoLibraryItDoesNotUse) {
+  Result r = run("", "maps");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("libferry"), std::string::npos) << r.output;
+  for (const char* lib : {"libibverbs", "librdmacm", "libnl-", "libunwind", "liblzma"})
+    EXPECT_EQ(r.output.find(lib), std::string::npos) << lib << " mapped:\n" << r.output;
+  r = run("FERRY_BACKTRACE=1", "maps");
+  EXPECT_NE(r.output.find("libunwind"), std::string::npos) << "FERRY_BACKTRACE=1 loads it:\n" << r.output;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // libstdc++ is inside libferry.so: a C program (the helper is C++) maps none.
+  r = run("", "/proc/self/maps", "/bin/cat");
+  EXPECT_EQ(r.output.find("libstdc++"), std::string::npos) << r.output;
+#endif
+}
+
 TEST(PreloadRuntime, NoBacktraceUnlessAsked) {
   Result r = run("", "segv");
   EXPECT_TRUE(died_of(r, SIGSEGV)) << r.status;
