@@ -17,7 +17,7 @@ namespace ferry::crash {
 namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-constexpr size_t kAltStack = 64 * 1024;
+alignas(16) char g_altstack[64 * 1024];
 
 // libunwind, loaded by install() (FERRY_BACKTRACE=1) rather than linked: every process
 // under ferry would otherwise map it and liblzma, and each forked child that exits
@@ -118,9 +118,8 @@ void install() noexcept {
   g_demangled_size = 4096;
   g_demangled = static_cast<char*>(malloc(g_demangled_size));
   stack_t ss{};
-  ss.ss_sp = malloc(kAltStack);
-  ss.ss_size = kAltStack;
-  if (!ss.ss_sp) return;
+  ss.ss_sp = g_altstack;
+  ss.ss_size = sizeof g_altstack;
   sigaltstack(&ss, nullptr);
   struct sigaction sa {};
   sa.sa_sigaction = on_fatal;
