@@ -271,9 +271,9 @@ int EpollSet::filter(epoll_event* evs, int n) {
   return out;
 }
 
-void EpollSet::drive_all() {
+void EpollSet::drive_all(bool first) {
   for (auto& r : regs_)
-    if (r->user && r->link) readiness::drive(*r->link);
+    if (r->user && r->link) readiness::drive(*r->link, first);
 }
 
 void EpollSet::prepare_sleep() {
@@ -310,14 +310,14 @@ struct EpollSet::Steps {
   bool user = false;            // some registration is in user space, as of the last look
   bool kernel_members = false;  // the kernel set holds more than upgraded sockets
 
-  int look() noexcept {
+  int look(bool first) noexcept {
     std::lock_guard<std::mutex> lock(set.mu_);
     set.reconcile(epfd);
     kernel_members = set.others_.load() || set.user_.load() < set.regs_.size();
     // Completions on an idle member's queue raise no event while nobody sleeps: looks
     // poll them (see Channel::look_st), so a program kept busy by other members still
     // sees them.
-    set.drive_all();
+    set.drive_all(first);
     user = set.user_ > 0;
     return set.collect(evs, max);
   }

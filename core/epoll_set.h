@@ -70,7 +70,7 @@ class EpollSet {
   int collect(epoll_event* evs, int max);
   // Drops kernel events that are ferry's own or belong to upgraded sockets.
   int filter(epoll_event* evs, int n);
-  void drive_all();
+  void drive_all(bool first);
   // The kernel's answer is the whole answer, as a full look would find: no member is
   // upgraded or on its way (none has a link) and no socket of the process changed
   // transport since the last reconcile().

@@ -65,7 +65,7 @@ struct PollSteps {
   ThreadWaiter& w;
   Scratch& sc;
 
-  int look() noexcept {
+  int look(bool first) noexcept {
     int ready = 0;
     for (Entry& e : sc.user) {
       if (!e.user && readiness::in_user_space(*e.socket)) {
@@ -73,7 +73,7 @@ struct PollSteps {
         sc.kernel[e.index].fd = -1;  // the kernel socket is idle now; its readiness would mislead
       }
       if (!e.user) continue;
-      readiness::drive(*e.socket->link);  // see EpollSet::wait
+      readiness::drive(*e.socket->link, first);  // see EpollSet::wait
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
       ready += fds[e.index].revents != 0;
     }

@@ -101,8 +101,12 @@ State of(int fd, Link& link) noexcept {
   return st;
 }
 
-bool drive(Link& link) noexcept {
+bool drive(Link& link, bool first) noexcept {
   if (!link.established() || link.inherited) return false;
+  if (first) {
+    std::lock_guard<Lock> lock(link.channel->mu());
+    return link.channel->progress_st();
+  }
   std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
   return lock.owns_lock() && link.channel->look_st();
 }

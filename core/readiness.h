@@ -27,9 +27,12 @@ struct State {
 // of the last look at it: call drive() or prepare_sleep() first.
 State of(int fd, Link& link) noexcept;
 
-// A spinning look at the connection (Channel::look_st: its ring, and now and then its
-// completion queue), unless another thread is at it. True when something changed.
-bool drive(Link& link) noexcept;
+// A look at the connection. A call's first look (first) waits for the channel and
+// polls its completion queue: the peer's control messages (its fin, its cutover) that
+// arrived before the call are in the call's answer, as the kernel's would be. Later
+// looks spin (Channel::look_st: the ring, and now and then the queue) unless another
+// thread is at it. True when something changed.
+bool drive(Link& link, bool first) noexcept;
 
 // Before sleeping on the link's signal (directly, or through a Waiter that now
 // listens): completions on the link will wake the poller from here on, and anything

@@ -70,7 +70,7 @@ int wait_for(Link& link, uint32_t seen, int64_t deadline_us) {
     if (timeout <= 0) return -EAGAIN;
   }
   Progress p;
-  p.poll = [](void* l) { return readiness::drive(*static_cast<Link*>(l)); };
+  p.poll = [](void* l, bool first) { return readiness::drive(*static_cast<Link*>(l), first); };
   p.prepare_sleep = [](void* l) { readiness::prepare_sleep(*static_cast<Link*>(l)); };
   p.arg = &link;
   return wait_change(link.signal, seen, timeout, link.established() ? config().poll_us : 0, p);

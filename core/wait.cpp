@@ -73,10 +73,10 @@ struct SignalSteps {
   const Progress& p;
   const bool spin;
 
-  int look() noexcept {
+  int look(bool first) noexcept {
     if (s.load() != seen) return 1;  // woken: no poll needed to know
     if (!p.poll) return 0;
-    p.poll(p.arg);
+    p.poll(p.arg, first);
     return s.load() != seen;
   }
   bool spins() const noexcept { return spin; }

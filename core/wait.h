@@ -94,7 +94,10 @@ static_assert(kKernelEvery % kClockEvery == 0);
 // up; then arm, look once more (whatever changes after arming wakes the sleep), sleep
 // in the kernel until woken, a signal or the deadline, disarm; loop. The caller's
 // steps only say how:
-//   int look()       looks in user space: the results found (0: none)
+//   int look(bool first)  looks in user space: the results found (0: none). The
+//                    call's first look (first) is thorough: whatever reached this end
+//                    before the call (the peer's control messages too) is in its answer,
+//                    as the kernel's would be; later looks may be cheaper.
 //   bool spins()     something in user space can turn up (an upgraded member), as of
 //                    the last look: spinning may find it
 //   int arm()        arms the wakeup and looks once more: the results found, 0 (then
@@ -114,7 +117,7 @@ long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us) noexcept {
   int64_t elapsed = 0;  // as of the latest reading
   for (uint32_t round = 0;; ++round) {
     clock.next_round();
-    int found = steps.look();
+    int found = steps.look(round == 0);
     int64_t left = timeout_us;
     bool spinning = false;
     if (found == 0 && timeout_us != 0) {
@@ -147,11 +150,12 @@ long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us) noexcept {
   }
 }
 
-// How a waiter on a Signal makes progress itself: `poll` is called while spinning,
+// How a waiter on a Signal makes progress itself: `poll` is called at the first look
+// (first: thorough, see wait_loop's look) and while spinning,
 // `prepare_sleep` once before each sleep (after the sleeper is counted); both may bump
 // the signal. Either may be null.
 struct Progress {
-  bool (*poll)(void*) = nullptr;
+  bool (*poll)(void*, bool first) = nullptr;
   void (*prepare_sleep)(void*) = nullptr;
   void* arg = nullptr;
 };

@@ -187,6 +187,34 @@ void peer_shutdown_and_close() {
   close(ep);
 }
 
+// The peer's FIN after some data: whatever reached this end before a call is in that
+// call's answer, at every count of earlier looks (each round is one more look).
+void fin_after_data() {
+  puts("peer's FIN after data, in the next answer");
+  for (int round = 0; round < 10; ++round) {
+    Pair p;
+    nonblock(p.c);
+    int ep = epoll_create1(0);
+    add(ep, p.c, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 0);
+    char buf[8];
+    for (int i = 0; i < round; ++i) {
+      send(p.s, "x", 1, 0);
+      pollfd f{p.c, POLLIN, 0};
+      poll(&f, 1, kLong);
+      (void)!read(p.c, buf, sizeof buf);
+    }
+    show("peer shutdown SHUT_WR", shutdown(p.s, SHUT_WR));
+    if (round % 2) {
+      show_wait("epoll after peer's FIN", ep, 0);
+    } else {
+      pollfd f{p.c, POLLIN | POLLOUT | POLLRDHUP, 0};
+      show("poll after peer's FIN", poll(&f, 1, 0));
+      printf("  revents: %s\n", names(static_cast<uint32_t>(f.revents)).c_str());
+    }
+    close(ep);
+  }
+}
+
 void backpressure() {
   puts("backpressure");
   Pair p;
@@ -550,6 +578,7 @@ int main(int argc, char** argv) {
   timed("ctl_errors", ctl_errors);
   timed("several_sets_and_variants", several_sets_and_variants);
   timed("peer_shutdown_and_close", peer_shutdown_and_close);
+  timed("fin_after_data", fin_after_data);
   timed("backpressure", backpressure);
   timed("poll_mixed_with_pipe", poll_mixed_with_pipe);
   timed("select_mixed", select_mixed);

@@ -43,15 +43,17 @@ TEST(Wait, SpinningCallsThePollFunction) {
   uint32_t seen = s.load();
   struct Arg {
     Signal* s;
-    int calls = 0;
+    int calls = 0, firsts = 0;
   } arg{&s};
-  auto poll = [](void* p) {
+  auto poll = [](void* p, bool first) {
     auto* a = static_cast<Arg*>(p);
+    a->firsts += first;
     if (++a->calls == 3) a->s->bump();
     return true;
   };
   EXPECT_EQ(wait_change(s, seen, 0, 1000000, {poll, nullptr, &arg}), 0);
   EXPECT_EQ(arg.calls, 3);
+  EXPECT_EQ(arg.firsts, 1);  // only the call's first look is the thorough one
 }
 
 void on_signal(int) {}
@@ -94,10 +96,13 @@ struct Script {
   bool spin = false;
   bool ask = true;           // look_kernel's answer
   long sleep_result = 0;     // what a sleep (timeout != 0) returns
-  int nlooks = 0, narms = 0, ndisarms = 0, nasks = 0, nlooks_kernel = 0, nsleeps = 0;
+  int nlooks = 0, nfirsts = 0, narms = 0, ndisarms = 0, nasks = 0, nlooks_kernel = 0, nsleeps = 0;
   int64_t sleep_timeout = 0;
 
-  int look() { return nlooks < static_cast<int>(looks.size()) ? looks[nlooks++] : (++nlooks, 0); }
+  int look(bool first) {
+    nfirsts += first;
+    return nlooks < static_cast<int>(looks.size()) ? looks[nlooks++] : (++nlooks, 0);
+  }
   bool spins() const { return spin; }
   int arm() { return narms < static_cast<int>(arms.size()) ? arms[narms++] : (++narms, 0); }
   void disarm() { ++ndisarms; }
@@ -172,6 +177,7 @@ TEST(WaitLoop, SpinAsksTheKernelEveryFewRounds) {
   s.ask = false;
   EXPECT_EQ(wait_loop(s, -1, 60'000'000), 1);
   EXPECT_EQ(s.nlooks, 41);
+  EXPECT_EQ(s.nfirsts, 1);  // the thorough look is the call's first, not every spin's
   EXPECT_EQ(s.narms, 0);
   EXPECT_EQ(s.nasks, 3 + 1);  // rounds 0, 16, 32, and the answer's round
 }
