@@ -57,16 +57,17 @@ class FdMap {
 
   // The object behind fd, or null when fd is not tracked.
   Ref get(int fd) const noexcept {
-    const Slot* s = find(fd);
-    if (!s || !s->present.load(std::memory_order_acquire)) return nullptr;
-    return s->socket.load(std::memory_order_acquire);
+    const At a = at(fd);
+    if (!a.bound()) return nullptr;
+    return a.slot().socket.load(std::memory_order_acquire);
   }
   // The object behind fd for the length of a call, or empty when fd is not tracked.
   // Cheaper than get() (no atomic read-modify-write on the object's count): for the
   // data path.
   void borrow(int fd, Borrowed& b) const noexcept {
-    const Slot* s = find(fd);
-    if (!s) return;
+    const At a = at(fd);
+    if (!a.bound()) return;  // the common case of a descriptor that is no socket: one byte read
+    const Slot* s = &a.slot();
     hazard::Record* r = hazard::mine();
     if (!r || r->depth >= hazard::kDepth) {
       if ((b.ref_ = get(fd))) b.p_ = b.ref_.get();
@@ -75,9 +76,12 @@ class FdMap {
     if ((b.p_ = hazard::protect(s->raw, r, b.index_))) b.record_ = r;
   }
   // True when fd is tracked; cheaper than get() when the object is not needed.
-  bool tracked(int fd) const noexcept {
-    const Slot* s = find(fd);
-    return s && s->present.load(std::memory_order_acquire);
+  bool tracked(int fd) const noexcept { return at(fd).bound(); }
+  // fd's state: kBound, kMarked, both or neither (0), as one read.
+  static constexpr uint8_t kBound = 1, kMarked = 2;
+  uint8_t state(int fd) const noexcept {
+    const At a = at(fd);
+    return a ? a.state().load(std::memory_order_acquire) : 0;
   }
 
   // A mark on one descriptor's binding, which the map's user gives a meaning to (the fd
@@ -86,15 +90,16 @@ class FdMap {
   // marked() is exact unless another thread rebinds fd during the call, which only a
   // program closing a descriptor another thread is using can make happen.
   bool marked(int fd) const noexcept {
-    const Slot* s = find(fd);
-    return s && s->mark.load(std::memory_order_acquire);
+    const At a = at(fd);
+    return a && (a.state().load(std::memory_order_acquire) & kMarked);
   }
   // Marks fd's binding if fd is still bound to obj.
   void mark(int fd, const T* obj) noexcept {
-    Slot* s = const_cast<Slot*>(find(fd));
-    if (!s || s->raw.load(std::memory_order_seq_cst) != obj) return;
-    s->mark.store(true, std::memory_order_seq_cst);
-    if (s->raw.load(std::memory_order_seq_cst) != obj) s->mark.store(false, std::memory_order_seq_cst);
+    const At a = at(fd);
+    if (!a || a.slot().raw.load(std::memory_order_seq_cst) != obj) return;
+    a.state().fetch_or(kMarked, std::memory_order_seq_cst);
+    if (a.slot().raw.load(std::memory_order_seq_cst) != obj)
+      a.state().fetch_and(static_cast<uint8_t>(~kMarked), std::memory_order_seq_cst);
   }
 
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
@@ -120,16 +125,19 @@ class FdMap {
   static_assert(kLeafBits + kMidBits + kTopBits == 31, "the table must cover every non-negative int");
 
   struct Slot {
-    std::atomic<bool> present{false};
     std::atomic<Ref> socket;
     std::atomic<T*> raw{nullptr};  // what socket holds, for borrow()
-    std::atomic<bool> mark{false};
   };
+  // A slot's state: bound (get() finds its object) and marked. Kept apart from the
+  // slots, one byte per fd at the start of the leaf: the question nearly every call of
+  // the program asks first (is this descriptor a tracked socket? one on kernel TCP for
+  // good?) reads one byte, and a low fd's state shares its page with its slot.
   static constexpr int kGroup = 64;  // slots a bit of Leaf::used stands for
   struct Leaf {
     // Bit g: a slot in [g * kGroup, (g + 1) * kGroup) was bound at some time. Never
     // cleared, so a walk may skip a group whose bit is clear without racing a bind.
     std::atomic<uint64_t> used[kLeaf / kGroup / 64 + (kLeaf / kGroup % 64 != 0)]{};
+    std::atomic<uint8_t> state[kLeaf]{};
     Slot slots[kLeaf];
   };
   struct Mid {
@@ -140,16 +148,26 @@ class FdMap {
     Mid* m = top_[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
     return m ? m->leaves[(u >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire) : nullptr;
   }
-  const Slot* find(int fd) const noexcept {
-    if (fd < 0) return nullptr;
-    unsigned u = static_cast<unsigned>(fd);
-    Leaf* l = leaf_of(u);
-    return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
+  // Where fd's slot and state are, if its leaf exists. The first leaf (fds below 1,024)
+  // is found without walking the tree.
+  struct At {
+    Leaf* leaf = nullptr;
+    unsigned i = 0;
+    explicit operator bool() const { return leaf != nullptr; }
+    Slot& slot() const { return leaf->slots[i]; }
+    std::atomic<uint8_t>& state() const { return leaf->state[i]; }
+    bool bound() const { return leaf && (state().load(std::memory_order_acquire) & kBound); }
+  };
+  At at(int fd) const noexcept {
+    if (fd < 0) return {};
+    const unsigned u = static_cast<unsigned>(fd);
+    return {u < kLeaf ? first_.load(std::memory_order_acquire) : leaf_of(u), u & (kLeaf - 1)};
   }
-  Slot* find_or_grow(int fd) noexcept;
+  At at_or_grow(int fd) noexcept;
   template <class V>
   void walk(V&& visit) const;
 
+  std::atomic<Leaf*> first_{nullptr};  // the leaf of fds 0-1023, once it exists
   std::atomic<Mid*> top_[kTop]{};
   std::atomic<size_t> size_{0};
   // One past the highest fd ever bound: walks stop there, so a process whose fds are
@@ -174,7 +192,7 @@ void FdMap<T>::walk(V&& visit) const {
     if (!l) continue;
     for (int g = 0; g < kLeaf / kGroup && base + g * kGroup < end; ++g) {
       if (!(l->used[g / 64].load(std::memory_order_acquire) >> (g % 64) & 1)) continue;
-      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) visit(static_cast<int>(base) | j, l->slots[j]);
+      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) visit(static_cast<int>(base) | j, l->slots[j], l->state[j]);
     }
   }
 }
@@ -182,8 +200,8 @@ void FdMap<T>::walk(V&& visit) const {
 template <class T>
 template <class F>
 void FdMap<T>::for_each(F&& f) const {
-  walk([&](int fd, const Slot& slot) {
-    if (!slot.present.load(std::memory_order_acquire)) return;
+  walk([&](int fd, const Slot& slot, const std::atomic<uint8_t>& state) {
+    if (!(state.load(std::memory_order_acquire) & kBound)) return;
     if (Ref s = slot.socket.load(std::memory_order_acquire)) f(fd, s);
   });
 }
@@ -191,7 +209,7 @@ void FdMap<T>::for_each(F&& f) const {
 template <class T>
 template <class F>
 void FdMap<T>::for_each_alone(F&& f) const {
-  walk([&](int fd, const Slot& slot) {
+  walk([&](int fd, const Slot& slot, const std::atomic<uint8_t>&) {
     if (T* p = slot.raw.load(std::memory_order_relaxed)) f(fd, *p);
   });
 }
@@ -221,42 +239,44 @@ Node* node_at(std::atomic<Node*>& slot) noexcept {
 }  // namespace fdmap_detail
 
 template <class T>
-typename FdMap<T>::Slot* FdMap<T>::find_or_grow(int fd) noexcept {
-  if (fd < 0) return nullptr;
+typename FdMap<T>::At FdMap<T>::at_or_grow(int fd) noexcept {
+  if (fd < 0) return {};
   unsigned u = static_cast<unsigned>(fd);
   Mid* m = fdmap_detail::node_at(top_[u >> (kLeafBits + kMidBits)]);
   Leaf* l = m ? fdmap_detail::node_at(m->leaves[(u >> kLeafBits) & (kMid - 1)]) : nullptr;
-  return l ? &l->slots[u & (kLeaf - 1)] : nullptr;
+  if (l && u < kLeaf) first_.store(l, std::memory_order_release);  // every thread stores the one winner
+  return {l, u & (kLeaf - 1)};
 }
 
 template <class T>
 bool FdMap<T>::set(int fd, Ref s) noexcept {
-  Slot* slot = find_or_grow(fd);
-  if (!slot) return false;
+  const At a = at_or_grow(fd);
+  if (!a) return false;
   const unsigned u = static_cast<unsigned>(fd);
-  Leaf* leaf = leaf_of(u);
+  Leaf* leaf = a.leaf;
+  Slot* slot = &a.slot();
   const unsigned g = (u & (kLeaf - 1)) / kGroup;
   if (!(leaf->used[g / 64].load(std::memory_order_relaxed) >> (g % 64) & 1))
     leaf->used[g / 64].fetch_or(uint64_t{1} << (g % 64), std::memory_order_seq_cst);
   for (unsigned e = end_.load(std::memory_order_relaxed); e <= u && !end_.compare_exchange_weak(e, u + 1);) {
   }
-  bool had = slot->present.exchange(false, std::memory_order_acq_rel);
-  slot->mark.store(false, std::memory_order_seq_cst);
+  bool had = a.state().exchange(0, std::memory_order_acq_rel) & kBound;
   // raw first: a borrower must never find the slot's old object after its reference went.
   slot->raw.store(s.get(), std::memory_order_seq_cst);
-  slot->mark.store(false, std::memory_order_seq_cst);  // a mark() racing with this one
   slot->socket.store(std::move(s), std::memory_order_release);
-  slot->present.store(true, std::memory_order_release);
+  a.state().store(kBound, std::memory_order_seq_cst);  // unmarked, whatever a racing mark() did
   if (!had) size_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 template <class T>
 typename FdMap<T>::Ref FdMap<T>::take(int fd) noexcept {
-  Slot* slot = const_cast<Slot*>(find(fd));
-  if (!slot || !slot->present.exchange(false, std::memory_order_acq_rel)) return nullptr;
+  const At a = at(fd);
+  // Looked at before written: a forked child closing a descriptor that is no socket
+  // writes nothing (a write costs it a page).
+  if (!a.bound() || !(a.state().exchange(0, std::memory_order_acq_rel) & kBound)) return nullptr;
+  Slot* slot = &a.slot();
   size_.fetch_sub(1, std::memory_order_relaxed);
-  slot->mark.store(false, std::memory_order_seq_cst);
   slot->raw.store(nullptr, std::memory_order_seq_cst);
   return slot->socket.exchange(nullptr, std::memory_order_acq_rel);
 }
@@ -284,7 +304,18 @@ size_t FdMap<T>::size() const noexcept {
 
 using FdTable = FdMap<Socket>;
 
+namespace fdmap_detail {
+// Constant-initialized and never destroyed: sockets may be used while the process exits.
+union TableHolder {
+  constexpr TableHolder() : table() {}
+  ~TableHolder();  // does nothing, at every exit
+  FdTable table;
+};
+extern constinit TableHolder g_table;
+}  // namespace fdmap_detail
+
 // The process's table of TCP sockets. Never destroyed: calls may arrive during exit.
-FERRY_FORK_PATH FdTable& fd_table() noexcept;
+// Inline: every call of the program asks it first.
+inline FdTable& fd_table() noexcept { return fdmap_detail::g_table.table; }
 
 }  // namespace ferry
