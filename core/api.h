@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/fork_path.h"
+#include "core/io_path.h"
 #include "core/libc.h"
 
 #include <errno.h>
@@ -25,7 +26,7 @@ long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept;
 long connect(int fd, const sockaddr* addr, socklen_t len) noexcept;
 // A non-blocking connect on fd turned out finished (the program sent on it): the
 // connection is set up as a connect() that returned 0 would have done.
-void settle_connect(int fd) noexcept;
+FERRY_IO_PATH void settle_connect(int fd) noexcept;
 long shutdown(int fd, int how) noexcept;
 long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept;
 long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept;

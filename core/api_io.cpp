@@ -7,6 +7,7 @@
 #include "core/fdtable.h"
 #include "core/handoff.h"
 #include "core/link.h"
+#include "core/passthrough.h"
 #include "core/socket.h"
 #include "core/stats.h"
 #include "core/stream.h"
@@ -21,18 +22,8 @@ namespace ferry::api {
 namespace {
 
 // Counts what kernel TCP carried for a socket ferry tracks.
-inline long rx(bool tracked, long r) noexcept {
-  if (r > 0 && tracked) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
-  return r;
-}
-
-inline long tx(int fd, bool tracked, long r) noexcept {
-  if (r > 0 && tracked) {
-    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
-    settle_connect(fd);
-  }
-  return r;
-}
+inline long rx(bool tracked, long r) noexcept { return received(tracked ? Path::counted : Path::kernel, r); }
+inline long tx(int fd, bool tracked, long r) noexcept { return sent(fd, tracked ? Path::counted : Path::kernel, r); }
 
 // Descriptors passed over a Unix socket may be TCP sockets ferry has to know about.
 void adopt_passed_fds(const msghdr* msg) noexcept {
@@ -68,6 +59,20 @@ struct Upgraded : FdTable::Borrowed {
   bool on_rdma = false;
 };
 
+// Path::look, out of line (the passthrough path stays a few instructions and one page
+// of code): true when the socket's bytes may travel over RDMA, with on_rdma(socket)'s
+// result in r; otherwise false, and p says whether the kernel's call is counted.
+template <class F>
+[[gnu::noinline]] bool rdma_call(int fd, Path& p, long& r, F&& on_rdma) noexcept {
+  Upgraded s{fd};
+  if (s) {
+    r = on_rdma(*s);
+    return true;
+  }
+  p = s.tracked ? Path::counted : Path::kernel;
+  return false;
+}
+
 long upgraded_recvmsg(int fd, Socket& s, msghdr* msg, int flags) noexcept {
   if (!msg) return -EFAULT;
   long r = stream::recv(fd, s, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
@@ -86,53 +91,63 @@ long upgraded_sendmsg(int fd, Socket& s, const msghdr* msg, int flags) noexcept 
 
 }  // namespace
 
-long read(int fd, void* buf, size_t n) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    iovec v{buf, n};
-    return stream::recv(fd, *s, &v, 1, 0);
-  }
-  return rx(s.tracked, sys(real.read(fd, buf, n)));
-}
-
-long readv(int fd, const iovec* iov, int iovcnt) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
-    return stream::recv(fd, *s, iov, iovcnt, 0);
-  }
-  return rx(s.tracked, sys(real.readv(fd, iov, iovcnt)));
-}
-
-long recv(int fd, void* buf, size_t n, int flags) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    iovec v{buf, n};
-    return stream::recv(fd, *s, &v, 1, flags);
-  }
-  return rx(s.tracked, sys(real.recv(fd, buf, n, flags)));
-}
-
-long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    iovec v{buf, n};
-    long r = stream::recv(fd, *s, &v, 1, flags);
-    if (r >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
+FERRY_IO_PATH long read(int fd, void* buf, size_t n) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{buf, n};
+        return stream::recv(fd, s, &v, 1, 0);
+      }))
     return r;
-  }
-  return rx(s.tracked, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
+  return received(p, sys(real.read(fd, buf, n)));
 }
 
-long recvmsg(int fd, msghdr* msg, int flags) noexcept {
-  Upgraded s{fd};
-  if (s) return upgraded_recvmsg(fd, *s, msg, flags);
-  long r = sys(real.recvmsg(fd, msg, flags));
-  if (r >= 0) adopt_passed_fds(msg);
-  return rx(s.tracked, r);
+FERRY_IO_PATH long readv(int fd, const iovec* iov, int iovcnt) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        if (iovcnt < 0 || iovcnt > IOV_MAX) return long{-EINVAL};
+        return stream::recv(fd, s, iov, iovcnt, 0);
+      }))
+    return r;
+  return received(p, sys(real.readv(fd, iov, iovcnt)));
 }
 
-long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
+FERRY_IO_PATH long recv(int fd, void* buf, size_t n, int flags) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{buf, n};
+        return stream::recv(fd, s, &v, 1, flags);
+      }))
+    return r;
+  return received(p, sys(real.recv(fd, buf, n, flags)));
+}
+
+FERRY_IO_PATH long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{buf, n};
+        long k = stream::recv(fd, s, &v, 1, flags);
+        if (k >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
+        return k;
+      }))
+    return r;
+  return received(p, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
+}
+
+FERRY_IO_PATH long recvmsg(int fd, msghdr* msg, int flags) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) { return upgraded_recvmsg(fd, s, msg, flags); }))
+    return r;
+  r = sys(real.recvmsg(fd, msg, flags));
+  if (r >= 0 && msg && msg->msg_controllen) adopt_passed_fds(msg);
+  return received(p, r);
+}
+
+FERRY_IO_PATH long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
   Upgraded s{fd};
   if (s) {
     unsigned i = 0;
@@ -152,53 +167,62 @@ long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) no
   return r;
 }
 
-long write(int fd, const void* buf, size_t n) noexcept {
+FERRY_IO_PATH long write(int fd, const void* buf, size_t n) noexcept {
   // Most writes are to files, pipes and devices (a verbs provider's doorbell among
   // them): one look at the table sends them on their way.
-  if (!fd_table().tracked(fd)) return sys(real.write(fd, buf, n));
-  Upgraded s{fd};
-  if (s) {
-    iovec v{const_cast<void*>(buf), n};
-    return stream::send(fd, *s, &v, 1, 0);
-  }
-  return tx(fd, s.tracked, sys(real.write(fd, buf, n)));
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{const_cast<void*>(buf), n};
+        return stream::send(fd, s, &v, 1, 0);
+      }))
+    return r;
+  return sent(fd, p, sys(real.write(fd, buf, n)));
 }
 
-long writev(int fd, const iovec* iov, int iovcnt) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
-    return stream::send(fd, *s, iov, iovcnt, 0);
-  }
-  return tx(fd, s.tracked, sys(real.writev(fd, iov, iovcnt)));
+FERRY_IO_PATH long writev(int fd, const iovec* iov, int iovcnt) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        if (iovcnt < 0 || iovcnt > IOV_MAX) return long{-EINVAL};
+        return stream::send(fd, s, iov, iovcnt, 0);
+      }))
+    return r;
+  return sent(fd, p, sys(real.writev(fd, iov, iovcnt)));
 }
 
-long send(int fd, const void* buf, size_t n, int flags) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    iovec v{const_cast<void*>(buf), n};
-    return stream::send(fd, *s, &v, 1, flags);
-  }
-  return tx(fd, s.tracked, sys(real.send(fd, buf, n, flags)));
+FERRY_IO_PATH long send(int fd, const void* buf, size_t n, int flags) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{const_cast<void*>(buf), n};
+        return stream::send(fd, s, &v, 1, flags);
+      }))
+    return r;
+  return sent(fd, p, sys(real.send(fd, buf, n, flags)));
 }
 
-long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
-  Upgraded s{fd};
-  if (s) {
-    iovec v{const_cast<void*>(buf), n};
-    return stream::send(fd, *s, &v, 1, flags);
-  }
-  return tx(fd, s.tracked, sys(real.sendto(fd, buf, n, flags, to, tolen)));
+FERRY_IO_PATH long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
+        iovec v{const_cast<void*>(buf), n};
+        return stream::send(fd, s, &v, 1, flags);
+      }))
+    return r;
+  return sent(fd, p, sys(real.sendto(fd, buf, n, flags, to, tolen)));
 }
 
-long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
-  Upgraded s{fd};
-  if (s) return upgraded_sendmsg(fd, *s, msg, flags);
+FERRY_IO_PATH long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) { return upgraded_sendmsg(fd, s, msg, flags); }))
+    return r;
   if (msg && msg->msg_controllen) handoff::before_passing(msg);
-  return tx(fd, s.tracked, sys(real.sendmsg(fd, msg, flags)));
+  return sent(fd, p, sys(real.sendmsg(fd, msg, flags)));
 }
 
-long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
+FERRY_IO_PATH long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
   Upgraded s{fd};
   if (s) {
     unsigned i = 0;

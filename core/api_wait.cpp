@@ -8,6 +8,7 @@
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/poll_mixed.h"
+#include "core/passthrough.h"
 #include "core/poller.h"
 
 #include <sys/select.h>
@@ -69,18 +70,18 @@ long select_mixed(int nfds, fd_set* r, fd_set* w, fd_set* e, int64_t timeout_us,
 
 }  // namespace
 
-long poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
+FERRY_IO_PATH long poll(pollfd* fds, nfds_t n, int timeout_ms) noexcept {
   if (!needs_user_space(fds, n)) return sys(real.poll(fds, n, timeout_ms));
   return poll_mixed(fds, n, ms_to_us(timeout_ms), nullptr);
 }
 
-long ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) noexcept {
+FERRY_IO_PATH long ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) noexcept {
   if (!needs_user_space(fds, n)) return sys(real.ppoll(fds, n, timeout, mask));
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
   return poll_mixed(fds, n, ts_to_us(timeout), mask);
 }
 
-long select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) noexcept {
+FERRY_IO_PATH long select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) noexcept {
   if (nfds < 0 || !any_upgraded(nfds, r, w, e)) return sys(real.select(nfds, r, w, e, timeout));
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)) return -EINVAL;
   int64_t t = timeout ? timeout->tv_sec * 1000000LL + timeout->tv_usec : -1;
@@ -95,7 +96,7 @@ long select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) noexcep
   return n;
 }
 
-long pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout, const sigset_t* mask) noexcept {
+FERRY_IO_PATH long pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout, const sigset_t* mask) noexcept {
   if (nfds < 0 || !any_upgraded(nfds, r, w, e)) return sys(real.pselect(nfds, r, w, e, timeout, mask));
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;
   return select_mixed(nfds, r, w, e, ts_to_us(timeout), mask);
@@ -113,37 +114,28 @@ long created(long epfd) {
 long epoll_create(int size) noexcept { return created(sys(real.epoll_create(size))); }
 long epoll_create1(int flags) noexcept { return created(sys(real.epoll_create1(flags))); }
 
+// The set is told once: its descriptor's mark says it knows.
+FERRY_IO_PATH void kernel_member_added(int epfd) noexcept {
+  if (epoll_sets().marked(epfd)) return;
+  FdMap<EpollSet>::Borrowed set;
+  epoll_sets().borrow(epfd, set);
+  if (set) {
+    set->other_added();
+    epoll_sets().mark(epfd, set.get());
+  }
+}
+
 namespace {
 // epoll_ctl on a descriptor whose readiness is the kernel's for good (not a TCP socket
 // ferry tracks, or one that never leaves kernel TCP): the kernel's call, and the set
 // learns that the kernel holds more than ferry's registrations.
-long kernel_ctl(int epfd, int op, int fd, epoll_event* ev) {
-  long r = sys(real.epoll_ctl(epfd, op, fd, ev));
-  if (r == 0 && op == EPOLL_CTL_ADD) {
-    FdMap<EpollSet>::Borrowed set;
-    epoll_sets().borrow(epfd, set);
-    if (set) set->other_added();
-  }
-  return r;
-}
+long kernel_ctl(int epfd, int op, int fd, epoll_event* ev) { return sys(kernel_epoll_ctl(epfd, op, fd, ev)); }
 
-// The set of epfd when ferry must answer for it; null when the kernel's answer is all:
-// the set never held a TCP socket, or no socket of this process can leave kernel TCP.
-std::shared_ptr<EpollSet> active_set(int epfd) {
-  {
-    FdMap<EpollSet>::Borrowed set;
-    epoll_sets().borrow(epfd, set);
-    if (!set || set->plain() || (poller::unavailable() && set->users() == 0)) return nullptr;
-  }
-  return epoll_sets().get(epfd);  // held across the wait
-}
-}  // namespace
-
-long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
+// epoll_ctl on anything but a socket on kernel TCP for good.
+[[gnu::noinline]] long tracked_ctl(int epfd, int op, int fd, epoll_event* ev) {
   if (op != EPOLL_CTL_DEL && epoll_sets().tracked(fd)) {
     if (auto inner = epoll_sets().get(fd)) inner->nested();
   }
-  if (fd_table().marked(fd)) return kernel_ctl(epfd, op, fd, ev);
   {
     FdTable::Borrowed b;
     fd_table().borrow(fd, b);
@@ -165,19 +157,38 @@ long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
   return set->ctl(epfd, op, fd, ev, s);
 }
 
-long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
+// The set of epfd when ferry must answer for it; null when the kernel's answer is all:
+// the set never held a TCP socket, or no socket of this process can leave kernel TCP.
+FERRY_IO_PATH std::shared_ptr<EpollSet> active_set(int epfd) {
+  {
+    FdMap<EpollSet>::Borrowed set;
+    epoll_sets().borrow(epfd, set);
+    if (!set || set->plain() || (poller::unavailable() && set->users() == 0)) return nullptr;
+  }
+  return epoll_sets().get(epfd);  // held across the wait
+}
+}  // namespace
+
+FERRY_IO_PATH long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
+  // A socket on kernel TCP for good, the common case of a program that never reaches
+  // RDMA (and never an epoll instance): the kernel's call.
+  if (fd_table().marked(fd)) return kernel_ctl(epfd, op, fd, ev);  // the export's own path, too
+  return tracked_ctl(epfd, op, fd, ev);
+}
+
+FERRY_IO_PATH long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
   if (auto set = active_set(epfd))
     return set->wait(epfd, evs, max, ms_to_us(timeout_ms), nullptr);
   return sys(real.epoll_wait(epfd, evs, max, timeout_ms));
 }
 
-long epoll_pwait(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) noexcept {
+FERRY_IO_PATH long epoll_pwait(int epfd, epoll_event* evs, int max, int timeout_ms, const sigset_t* mask) noexcept {
   if (auto set = active_set(epfd))
     return set->wait(epfd, evs, max, ms_to_us(timeout_ms), mask);
   return sys(real.epoll_pwait(epfd, evs, max, timeout_ms, mask));
 }
 
-long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, const sigset_t* mask) noexcept {
+FERRY_IO_PATH long epoll_pwait2(int epfd, epoll_event* evs, int max, const timespec* timeout, const sigset_t* mask) noexcept {
   auto set = active_set(epfd);
   if (!set) return sys(real.epoll_pwait2(epfd, evs, max, timeout, mask));
   if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) return -EINVAL;

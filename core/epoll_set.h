@@ -97,7 +97,9 @@ class EpollSet {
   std::atomic<uint64_t> transitions_seen_{0};  // Socket::transitions() as reconcile() began
 };
 
-// epoll instances ferry has a set for, by descriptor (dup'ed descriptors share it).
+// epoll instances ferry has a set for, by descriptor (dup'ed descriptors share it). A
+// descriptor's mark: its set knows it holds other descriptors (other_added()), so an
+// epoll_ctl adding one more need not look at the set.
 FERRY_FORK_PATH FdMap<EpollSet>& epoll_sets() noexcept;
 
 }  // namespace ferry
