@@ -106,7 +106,9 @@ class FdMap {
   // range; returns false only when that allocation fails.
   bool set(int fd, Ref s) noexcept;
   // Unbinds fd and returns what was bound.
-  FERRY_FORK_PATH Ref take(int fd) noexcept;
+  // Always inline: a forked child's close runs it, so it belongs in the fork path's
+  // text (a section attribute does not hold for a template's instantiation).
+  [[gnu::always_inline]] inline Ref take(int fd) noexcept;
   // Unbinds every tracked fd in [lo, hi]; cost follows the allocated leaves only.
   void take_range(unsigned lo, unsigned hi) noexcept;
   // Calls f(fd, socket) for each tracked fd, in fd order.

@@ -7,9 +7,13 @@
 // forked child of a server runs at exit and to close the descriptors it inherited (the
 // listener, the parent's other connections), so that the child faults once for the
 // code, not once per module.
+//
+// The sections are `.text.sorted.*`: GNU ld's default script sorts those by name, so
+// each group is one run of text whatever the order of the objects that hold its parts
+// (core/io_path.h's group is the other).
 #pragma once
 
-#define FERRY_FORK_PATH __attribute__((section(".text.hot.ferry_fork")))
+#define FERRY_FORK_PATH __attribute__((section(".text.sorted.ferry_fork")))
 
 // Likewise for data: a variable a forked child writes (the first write to a page shared
 // with the parent copies it) lives in this one section, next to the others.

@@ -9,4 +9,4 @@
 // exports and their passthrough paths share a few pages of text.
 #pragma once
 
-#define FERRY_IO_PATH __attribute__((section(".text.hot.ferry_io")))
+#define FERRY_IO_PATH __attribute__((section(".text.sorted.ferry_io")))
