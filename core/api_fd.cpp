@@ -56,7 +56,9 @@ long close(int fd) noexcept {
   // for a moment only makes the close an orderly one).
   if (s && s->link) upgrade::closing(fd, *s, s.use_count() == 1);
   if (epoll_sets().tracked(fd)) epoll_sets().take(fd);
-  return sys(real.close(fd));
+  const long r = sys(real.close(fd));
+  forking::keep_inherited(s);  // a forked child's inherited socket: nothing to free
+  return r;
 }
 
 long dup(int fd) noexcept {

@@ -22,7 +22,16 @@
 #include <vector>
 
 namespace ferry::forking {
+
+FERRY_FORK_DATA std::atomic<uint32_t> g_generation{0};
+
 namespace {
+
+// Sockets keep_inherited() parked: references never let go (their storage is never
+// destroyed, not even at exit).
+constexpr int kParked = 64;
+FERRY_FORK_DATA alignas(std::shared_ptr<Socket>) unsigned char g_parked[kParked * sizeof(std::shared_ptr<Socket>)];
+FERRY_FORK_DATA std::atomic<int> g_parked_count{0};
 
 // What the forking thread holds between prepare() and parent()/child(). Only that
 // thread touches it. Made once and never destroyed; its vectors keep their capacity:
@@ -81,6 +90,7 @@ void parent() {
 }
 
 FERRY_FORK_PATH void child() {
+  g_generation.fetch_add(1, std::memory_order_relaxed);
   own::child_after_fork();
   hazard::after_fork_child();
   Held& h = *g_held;
@@ -108,6 +118,16 @@ FERRY_FORK_PATH void child() {
 pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 }  // namespace
+
+FERRY_FORK_PATH bool keep_inherited(std::shared_ptr<Socket>& s) noexcept {
+  if (!s || s->born == generation() || s->link) return false;
+  int i = g_parked_count.load(std::memory_order_relaxed);
+  do {
+    if (i >= kParked) return false;
+  } while (!g_parked_count.compare_exchange_weak(i, i + 1, std::memory_order_relaxed));
+  new (g_parked + static_cast<size_t>(i) * sizeof(std::shared_ptr<Socket>)) std::shared_ptr<Socket>(std::move(s));
+  return true;
+}
 
 void install() noexcept {
   pthread_once(&g_once, [] {

@@ -19,12 +19,33 @@
 
 #include "core/fork_path.h"
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <new>
+
+namespace ferry {
+class Socket;
+}
 
 namespace ferry::forking {
 
 // Registers the handlers (once).
 void install() noexcept;
+
+// How many forks this process is from the one ferry started in (each child's count is
+// one more than its parent's at the fork). A Socket notes it at birth.
+extern std::atomic<uint32_t> g_generation;
+inline uint32_t generation() noexcept { return g_generation.load(std::memory_order_relaxed); }
+
+// A socket the process closed, if it was made before this process was forked and has
+// no RDMA link: kept (a reference parked for good) instead of let go, and true. Letting
+// it go would change nothing a child can see (a Socket from before the fork has nothing
+// to undo: upgrade::release leaves the parent's objects alone) and would write into
+// pages the child shares with its parent (the reference count, the object, malloc's
+// free lists), each write a page copied. A server's child closes the listener and the
+// parent's other connections; a few dozen are kept, the rest let go.
+FERRY_FORK_PATH bool keep_inherited(std::shared_ptr<Socket>& s) noexcept;
 
 // One fresh T, made in the parent ahead of each fork for the child to take. The parent
 // keeps an untaken one for its next fork.

@@ -2,6 +2,7 @@
 // dup() made from it shares this object).
 #pragma once
 
+#include "core/forking.h"
 #include "core/lock.h"
 
 #include <atomic>
@@ -34,11 +35,12 @@ const char* to_string(Transport t) noexcept;
 
 class Socket {
  public:
-  Socket(int family, Role role) noexcept : family_(family), role_(role) {}
+  Socket(int family, Role role) noexcept : born(forking::generation()), family_(family), role_(role) {}
   // The program has let go of its last descriptor: an upgraded connection is flushed
   // and closed on the RDMA side, a listener stops listening there.
   ~Socket();
 
+  const uint32_t born;  // forking::generation() when made
   int family() const noexcept { return family_; }
   Role role() const noexcept { return role_.load(std::memory_order_acquire); }
   void set_role(Role r) noexcept { role_.store(r, std::memory_order_release); }

@@ -124,5 +124,33 @@ TEST(Fork, ConcurrentForksAndCalls) {
   for (int fd : {client, server, listener}) api::close(fd);
 }
 
+// A forked child's close of a socket it inherited keeps the Socket (freeing it would
+// copy the parent's pages for nothing); one the child made is let go as usual, and so
+// is one closed in the process that made it.
+TEST(Fork, ChildKeepsTheSocketsItInheritedAndClosed) {
+  forking::install();
+  int client = -1, server = -1;
+  int listener = tcp_pair(client, server);
+  pid_t pid = static_cast<pid_t>(api::fork());
+  if (pid == 0) {
+    alarm(10);
+    std::weak_ptr<Socket> inherited = fd_table().get(listener);
+    int fresh = static_cast<int>(api::socket(AF_INET, SOCK_STREAM, 0));
+    std::weak_ptr<Socket> made = fd_table().get(fresh);
+    bool ok = !inherited.expired() && !made.expired();
+    api::close(listener);
+    api::close(fresh);
+    ok = ok && !inherited.expired() && made.expired() && !fd_table().tracked(listener);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::weak_ptr<Socket> mine = fd_table().get(server);
+  api::close(server);
+  EXPECT_TRUE(mine.expired());
+  for (int fd : {client, listener}) api::close(fd);
+}
+
 }  // namespace
 }  // namespace ferry
