@@ -73,6 +73,34 @@ template <class F>
   return false;
 }
 
+// A call on fd: on_rdma(socket) when the socket's bytes may travel over RDMA,
+// otherwise kernel(path), libc's call.
+template <class OnRdma, class Kernel>
+[[gnu::always_inline]] inline long io_call(int fd, OnRdma&& on_rdma, Kernel&& kernel) noexcept {
+  Path p = path_of(fd);
+  long r;
+  if (p == Path::look && rdma_call(fd, p, r, on_rdma)) return r;
+  return kernel(p);
+}
+
+// One buffer through the stream.
+long recv_one(int fd, Socket& s, void* buf, size_t n, int flags) noexcept {
+  iovec v{buf, n};
+  return stream::recv(fd, s, &v, 1, flags);
+}
+long send_one(int fd, Socket& s, const void* buf, size_t n, int flags) noexcept {
+  iovec v{const_cast<void*>(buf), n};
+  return stream::send(fd, s, &v, 1, flags);
+}
+long recv_iov(int fd, Socket& s, const iovec* iov, int iovcnt) noexcept {
+  if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
+  return stream::recv(fd, s, iov, iovcnt, 0);
+}
+long send_iov(int fd, Socket& s, const iovec* iov, int iovcnt) noexcept {
+  if (iovcnt < 0 || iovcnt > IOV_MAX) return -EINVAL;
+  return stream::send(fd, s, iov, iovcnt, 0);
+}
+
 long upgraded_recvmsg(int fd, Socket& s, msghdr* msg, int flags) noexcept {
   if (!msg) return -EFAULT;
   long r = stream::recv(fd, s, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
@@ -92,59 +120,38 @@ long upgraded_sendmsg(int fd, Socket& s, const msghdr* msg, int flags) noexcept 
 }  // namespace
 
 FERRY_IO_PATH long read(int fd, void* buf, size_t n) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{buf, n};
-        return stream::recv(fd, s, &v, 1, 0);
-      }))
-    return r;
-  return received(p, sys(real.read(fd, buf, n)));
+  return io_call(fd, [&](Socket& s) { return recv_one(fd, s, buf, n, 0); },
+                 [&](Path p) { return received(p, sys(real.read(fd, buf, n))); });
 }
 
 FERRY_IO_PATH long readv(int fd, const iovec* iov, int iovcnt) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        if (iovcnt < 0 || iovcnt > IOV_MAX) return long{-EINVAL};
-        return stream::recv(fd, s, iov, iovcnt, 0);
-      }))
-    return r;
-  return received(p, sys(real.readv(fd, iov, iovcnt)));
+  return io_call(fd, [&](Socket& s) { return recv_iov(fd, s, iov, iovcnt); },
+                 [&](Path p) { return received(p, sys(real.readv(fd, iov, iovcnt))); });
 }
 
 FERRY_IO_PATH long recv(int fd, void* buf, size_t n, int flags) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{buf, n};
-        return stream::recv(fd, s, &v, 1, flags);
-      }))
-    return r;
-  return received(p, sys(real.recv(fd, buf, n, flags)));
+  return io_call(fd, [&](Socket& s) { return recv_one(fd, s, buf, n, flags); },
+                 [&](Path p) { return received(p, sys(real.recv(fd, buf, n, flags))); });
 }
 
 FERRY_IO_PATH long recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* fromlen) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{buf, n};
-        long k = stream::recv(fd, s, &v, 1, flags);
+  return io_call(
+      fd,
+      [&](Socket& s) {
+        long k = recv_one(fd, s, buf, n, flags);
         if (k >= 0 && from && fromlen) *fromlen = 0;  // as the kernel does for TCP
         return k;
-      }))
-    return r;
-  return received(p, sys(real.recvfrom(fd, buf, n, flags, from, fromlen)));
+      },
+      [&](Path p) { return received(p, sys(real.recvfrom(fd, buf, n, flags, from, fromlen))); });
 }
 
 FERRY_IO_PATH long recvmsg(int fd, msghdr* msg, int flags) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) { return upgraded_recvmsg(fd, s, msg, flags); }))
-    return r;
-  r = sys(real.recvmsg(fd, msg, flags));
-  if (r >= 0 && msg && msg->msg_controllen) adopt_passed_fds(msg);
-  return received(p, r);
+  return io_call(fd, [&](Socket& s) { return upgraded_recvmsg(fd, s, msg, flags); },
+                 [&](Path p) {
+                   long r = sys(real.recvmsg(fd, msg, flags));
+                   if (r >= 0 && msg && msg->msg_controllen) adopt_passed_fds(msg);
+                   return received(p, r);
+                 });
 }
 
 FERRY_IO_PATH long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) noexcept {
@@ -170,56 +177,31 @@ FERRY_IO_PATH long recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespe
 FERRY_IO_PATH long write(int fd, const void* buf, size_t n) noexcept {
   // Most writes are to files, pipes and devices (a verbs provider's doorbell among
   // them): one look at the table sends them on their way.
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{const_cast<void*>(buf), n};
-        return stream::send(fd, s, &v, 1, 0);
-      }))
-    return r;
-  return sent(fd, p, sys(real.write(fd, buf, n)));
+  return io_call(fd, [&](Socket& s) { return send_one(fd, s, buf, n, 0); },
+                 [&](Path p) { return sent(fd, p, sys(real.write(fd, buf, n))); });
 }
 
 FERRY_IO_PATH long writev(int fd, const iovec* iov, int iovcnt) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        if (iovcnt < 0 || iovcnt > IOV_MAX) return long{-EINVAL};
-        return stream::send(fd, s, iov, iovcnt, 0);
-      }))
-    return r;
-  return sent(fd, p, sys(real.writev(fd, iov, iovcnt)));
+  return io_call(fd, [&](Socket& s) { return send_iov(fd, s, iov, iovcnt); },
+                 [&](Path p) { return sent(fd, p, sys(real.writev(fd, iov, iovcnt))); });
 }
 
 FERRY_IO_PATH long send(int fd, const void* buf, size_t n, int flags) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{const_cast<void*>(buf), n};
-        return stream::send(fd, s, &v, 1, flags);
-      }))
-    return r;
-  return sent(fd, p, sys(real.send(fd, buf, n, flags)));
+  return io_call(fd, [&](Socket& s) { return send_one(fd, s, buf, n, flags); },
+                 [&](Path p) { return sent(fd, p, sys(real.send(fd, buf, n, flags))); });
 }
 
 FERRY_IO_PATH long sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t tolen) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) {
-        iovec v{const_cast<void*>(buf), n};
-        return stream::send(fd, s, &v, 1, flags);
-      }))
-    return r;
-  return sent(fd, p, sys(real.sendto(fd, buf, n, flags, to, tolen)));
+  return io_call(fd, [&](Socket& s) { return send_one(fd, s, buf, n, flags); },
+                 [&](Path p) { return sent(fd, p, sys(real.sendto(fd, buf, n, flags, to, tolen))); });
 }
 
 FERRY_IO_PATH long sendmsg(int fd, const msghdr* msg, int flags) noexcept {
-  Path p = path_of(fd);
-  long r;
-  if (p == Path::look && rdma_call(fd, p, r, [&](Socket& s) { return upgraded_sendmsg(fd, s, msg, flags); }))
-    return r;
-  if (msg && msg->msg_controllen) handoff::before_passing(msg);
-  return sent(fd, p, sys(real.sendmsg(fd, msg, flags)));
+  return io_call(fd, [&](Socket& s) { return upgraded_sendmsg(fd, s, msg, flags); },
+                 [&](Path p) {
+                   if (msg && msg->msg_controllen) handoff::before_passing(msg);
+                   return sent(fd, p, sys(real.sendmsg(fd, msg, flags)));
+                 });
 }
 
 FERRY_IO_PATH long sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) noexcept {
