@@ -102,6 +102,8 @@ class FdMap {
       a.state().fetch_and(static_cast<uint8_t>(~kMarked), std::memory_order_seq_cst);
   }
 
+  // Makes the leaf of fd's range now, if it is missing (false only without memory).
+  bool reserve(int fd) noexcept { return static_cast<bool>(at_or_grow(fd)); }
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
   // range; returns false only when that allocation fails.
   bool set(int fd, Ref s) noexcept;

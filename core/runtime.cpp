@@ -2,7 +2,9 @@
 
 #include "core/config.h"
 #include "core/crash.h"
+#include "core/epoll_set.h"
 #include "core/fdprobe.h"
+#include "core/fdtable.h"
 #include "core/forking.h"
 #include "core/libc.h"
 #include "core/log.h"
@@ -29,6 +31,12 @@ void start() noexcept {
     return;
   }
   stats::publish(getpid());
+  // The tables' first leaves, made here rather than at first use: a forked child (a
+  // server's worker, which often makes its first epoll set) then shares them with its
+  // parent and copies one page at its first write, instead of zero-filling a new leaf
+  // of seven pages, each a page fault.
+  fd_table().reserve(0);
+  epoll_sets().reserve(0);
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();

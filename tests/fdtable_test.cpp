@@ -68,6 +68,18 @@ TEST(FdTable, MarkBelongsToOneBinding) {
   EXPECT_FALSE(t.marked(5));
 }
 
+TEST(FdTable, ReserveMakesTheLeafAndBindsNothing) {
+  FdTable t;
+  EXPECT_TRUE(t.reserve(0));
+  EXPECT_TRUE(t.reserve(5000));
+  for (int fd : {0, 7, 1023, 5000}) EXPECT_FALSE(t.tracked(fd)) << fd;
+  EXPECT_EQ(t.size(), 0u);
+  auto a = make();
+  ASSERT_TRUE(t.set(7, a));
+  EXPECT_EQ(t.get(7), a);
+  EXPECT_EQ(t.size(), 1u);
+}
+
 TEST(FdTable, NoCeilingBelowIntMax) {
   FdTable t;
   for (int fd : {0, 1023, 1024, 1 << 20, (1 << 20) + 1, 5'000'000, INT_MAX - 1, INT_MAX}) {
