@@ -149,7 +149,7 @@ FERRY_IO_PATH long recvmsg(int fd, msghdr* msg, int flags) noexcept {
   return io_call(fd, [&](Socket& s) { return upgraded_recvmsg(fd, s, msg, flags); },
                  [&](Path p) {
                    long r = sys(real.recvmsg(fd, msg, flags));
-                   if (r >= 0 && msg && msg->msg_controllen) adopt_passed_fds(msg);
+                   if (r >= 0) adopt_passed_fds(msg);
                    return received(p, r);
                  });
 }

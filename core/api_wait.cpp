@@ -130,9 +130,10 @@ namespace {
 // ferry tracks, or one that never leaves kernel TCP): the kernel's call, and the set
 // learns that the kernel holds more than ferry's registrations.
 long kernel_ctl(int epfd, int op, int fd, epoll_event* ev) { return sys(kernel_epoll_ctl(epfd, op, fd, ev)); }
+}  // namespace
 
-// epoll_ctl on anything but a socket on kernel TCP for good.
-[[gnu::noinline]] long tracked_ctl(int epfd, int op, int fd, epoll_event* ev) {
+// (A socket on kernel TCP for good takes the export's inline path, kernel_epoll_ctl.)
+FERRY_IO_PATH long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
   if (op != EPOLL_CTL_DEL && epoll_sets().tracked(fd)) {
     if (auto inner = epoll_sets().get(fd)) inner->nested();
   }
@@ -157,6 +158,7 @@ long kernel_ctl(int epfd, int op, int fd, epoll_event* ev) { return sys(kernel_e
   return set->ctl(epfd, op, fd, ev, s);
 }
 
+namespace {
 // The set of epfd when ferry must answer for it; null when the kernel's answer is all:
 // the set never held a TCP socket, or no socket of this process can leave kernel TCP.
 FERRY_IO_PATH std::shared_ptr<EpollSet> active_set(int epfd) {
@@ -168,13 +170,6 @@ FERRY_IO_PATH std::shared_ptr<EpollSet> active_set(int epfd) {
   return epoll_sets().get(epfd);  // held across the wait
 }
 }  // namespace
-
-FERRY_IO_PATH long epoll_ctl(int epfd, int op, int fd, epoll_event* ev) noexcept {
-  // A socket on kernel TCP for good, the common case of a program that never reaches
-  // RDMA (and never an epoll instance): the kernel's call.
-  if (fd_table().marked(fd)) return kernel_ctl(epfd, op, fd, ev);  // the export's own path, too
-  return tracked_ctl(epfd, op, fd, ev);
-}
 
 FERRY_IO_PATH long epoll_wait(int epfd, epoll_event* evs, int max, int timeout_ms) noexcept {
   if (auto set = active_set(epfd))
