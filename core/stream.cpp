@@ -70,7 +70,10 @@ int wait_for(Link& link, uint32_t seen, int64_t deadline_us) {
     if (timeout <= 0) return -EAGAIN;
   }
   Progress p;
-  p.poll = [](void* l, bool first) { return readiness::drive(*static_cast<Link*>(l), first); };
+  // Never the thorough look: a blocking call's answer is no snapshot. Its caller has
+  // just looked itself, and what it missed is found by a later spin (which polls the
+  // queue now and then) or by prepare_sleep before any sleep.
+  p.poll = [](void* l, bool) { return readiness::drive(*static_cast<Link*>(l), false); };
   p.prepare_sleep = [](void* l) { readiness::prepare_sleep(*static_cast<Link*>(l)); };
   p.arg = &link;
   return wait_change(link.signal, seen, timeout, link.established() ? config().poll_us : 0, p);
