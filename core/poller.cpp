@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -274,6 +276,28 @@ bool submit(std::function<void()> fn) noexcept {
   FdUse use;
   real.write(P().wake_fd.load(), &one, sizeof one);
   return true;
+}
+
+bool run(std::function<void()> fn, std::chrono::milliseconds limit) noexcept {
+  if (on_poller_thread()) {
+    fn();
+    return true;
+  }
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  const bool submitted = submit([fn = std::move(fn), done] {
+    fn();
+    std::lock_guard<std::mutex> lock(done->mu);
+    done->done = true;
+    done->cv.notify_all();
+  });
+  if (!submitted) return false;
+  std::unique_lock<std::mutex> lock(done->mu);
+  return done->cv.wait_for(lock, limit, [&] { return done->done; });
 }
 
 bool unavailable() noexcept { return P().state.load(std::memory_order_acquire) == State::unavailable; }

@@ -40,6 +40,10 @@ bool unavailable() noexcept;
 // Runs fn on the poller thread, soon. False when there is no poller.
 bool submit(std::function<void()> fn) noexcept;
 
+// Runs fn on the poller thread and returns once it has run, or after `limit` (then
+// false, and fn still runs later). False at once when there is no poller.
+bool run(std::function<void()> fn, std::chrono::milliseconds limit) noexcept;
+
 rdma_event_channel* cm_channel() noexcept;
 
 // Something the poller's epoll reports to.

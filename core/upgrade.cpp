@@ -752,7 +752,10 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   s->listening_pid.store(getpid());
   const Socket* key = s.get();
   std::weak_ptr<Socket> weak = s;
-  poller::submit([local, key, weak, reuseport] {
+  // Returns once rdma_cm listens too: a program may tell its client the port as soon as
+  // listen() returns (qperf, FTP's passive mode), and a request that came before the
+  // rdma_cm listener would be rejected, the connection kept on TCP.
+  poller::run([local, key, weak, reuseport] {
     auto l = std::make_unique<Listener>();
     l->port = port_of(reinterpret_cast<const sockaddr*>(&local));
     l->socket = key;
@@ -777,7 +780,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
     }
     FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);
     st().listeners[key] = std::move(l);
-  });
+  }, window());
 }
 
 void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign); }

@@ -321,8 +321,24 @@ scenario_thousand() {
   say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
 }
 
+# A forked server listens on a fresh port and tells its client at once (qperf's data
+# connections): the client's upgrade request must find the rdma_cm listener, so listen()
+# returns only once that listener is in place.
+scenario_listen_then_connect() {
+  local rounds=60
+  rm -f "$out/$scenario".*.log
+  FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$scenario.%p.log" timeout 300 \
+    "$ferry" "$build/listen_then_connect" "$ip" $rounds > "$out/$scenario.out" 2>&1 ||
+    fail "$(tail -3 "$out/$scenario.out")"
+  local up refused
+  up=$(awk '$1 == "upgraded" {s += $2} END {print s + 0}' "$out/$scenario".*.log)
+  refused=$(awk '$1 == "tcp_peer_refused" {s += $2} END {print s + 0}' "$out/$scenario".*.log)
+  [ "$up" -eq $((4 * rounds)) ] && [ "$refused" -eq 0 ] || fail "$up of $((4 * rounds)) ends upgraded (peer_refused $refused)"
+  say "[$scenario] $up of $((4 * rounds)) ends upgraded (each round: a control and a data connection)"
+}
+
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  late_accept accept_too_late server_first v4_mapped forged memlock thousand endings failover)
+  late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
