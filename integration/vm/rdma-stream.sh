@@ -133,6 +133,28 @@ cut_when() {
   cutter=$!
 }
 
+# link_down_for_failover CONNECTIONS: takes veth0 down until both ends of the next pair
+# have taken every connection off RDMA (at most 60 s), then brings it back. Left down,
+# it can hold the kernel's rdma_cm destroy of a connection whose peer disconnected
+# (its reply waits for the link): a program's exit then never finishes.
+link_down_for_failover() {
+  ip link set veth0 down || return 1
+  local side pid n
+  for _ in $(seq 300); do
+    n=0
+    for side in client server; do
+      pid=$(pgrep -f "^/usr/bin/python3 .*stream_check.py $side $ip $((port + 1)) " | head -1 || true)
+      [ -n "$pid" ] || continue
+      n=$((n + $("$ferry" stat "$pid" 2>/dev/null |
+        awk '$1 == "downgrades_failover" || $1 == "downgrades_peer" {s += $2} END {print s + 0}')))
+    done
+    [ "$n" -ge $((2 * $1)) ] && break
+    sleep 0.2
+  done
+  ip link set veth0 up
+  say "[$scenario] link back up: $n of $((2 * $1)) connection ends had left RDMA"
+}
+
 # Failover: the RDMA path dies while 64 MiB go each way (the link rxe0 sits on goes
 # down: rxe's port fails and its queue pairs with it, while TCP between two local
 # addresses goes on through lo). Every connection goes back to TCP and finishes there,
@@ -143,7 +165,7 @@ cut_when() {
 # holds. Across two hosts, cross-host.sh drops RoCE's packets on the wire instead.)
 # It runs last: connections made right after the link comes back do not upgrade.
 scenario_failover() {
-  cut_when client $((8 << 20)) ip link set veth0 down
+  cut_when client $((8 << 20)) link_down_for_failover 2
   pair ferry ferry 2 "$ip" $((64 << 20))
   wait $cutter
   ip link set veth0 up
