@@ -59,7 +59,10 @@ pair() {
 expect() {  # expect SIDE FIELD OP VALUE
   local v
   v=$(counter "$1" "$2")
-  if ! [ "$v" "$3" "$4" ]; then fail "$1 $2 = $v, expected $3 $4"; fi
+  if ! [ "$v" "$3" "$4" ]; then
+    fail "$1 $2 = $v, expected $3 $4"
+    grep -v '^ ' "$out/$scenario.$1.log" 2>/dev/null | tail -20 | sed "s/^/[$scenario] $1 log: /"
+  fi
 }
 
 # Where the bytes went: ferry's counters add up to the whole stream, and the kernel's
@@ -193,7 +196,7 @@ scenario_client_plain() {
   # it for a connection still open then: the client pauses after its 8-byte length so
   # that every connection outlives the deadline, however fast the rest goes (and
   # however late a loaded machine runs the poller's timer).
-  STREAM_SETTLE=2 pair "ferry FERRY_UPGRADE_TIMEOUT_MS=300" plain 4 "$ip" 1000003
+  STREAM_SETTLE=2 pair "ferry FERRY_UPGRADE_TIMEOUT_MS=300 FERRY_LOG=debug" plain 4 "$ip" 1000003
   expect server upgraded -eq 0
   expect server tcp_peer_refused -eq 4
 }
