@@ -380,9 +380,17 @@ void EpollSet::links(std::vector<std::shared_ptr<Link>>& out) const {
     if (r->link) out.push_back(r->link);
 }
 
-FdMap<EpollSet>& epoll_sets() noexcept {
-  static FdMap<EpollSet>* sets = new FdMap<EpollSet>;  // never destroyed, like the fd table
-  return *sets;
-}
+namespace {
+// Never destroyed, like the fd table, and beside it among the data a forked child
+// writes anyway (core/fork_path.h): a server's worker makes its epoll set as it starts.
+union SetsHolder {
+  constexpr SetsHolder() : sets() {}
+  ~SetsHolder() {}
+  FdMap<EpollSet> sets;
+};
+FERRY_FORK_DATA constinit SetsHolder g_sets;
+}  // namespace
+
+FdMap<EpollSet>& epoll_sets() noexcept { return g_sets.sets; }
 
 }  // namespace ferry

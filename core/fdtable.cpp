@@ -4,6 +4,8 @@ namespace ferry::fdmap_detail {
 
 FERRY_FORK_PATH TableHolder::~TableHolder() {}
 
-constinit TableHolder g_table;
+// Among the data a forked child writes anyway (core/fork_path.h): a bind or an
+// unbind writes the map's size.
+FERRY_FORK_DATA constinit TableHolder g_table;
 
 }  // namespace ferry::fdmap_detail

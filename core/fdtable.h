@@ -137,7 +137,9 @@ class FdMap {
   // the program asks first (is this descriptor a tracked socket? one on kernel TCP for
   // good?) reads one byte, and a low fd's state shares its page with its slot.
   static constexpr int kGroup = 64;  // slots a bit of Leaf::used stands for
-  struct Leaf {
+  // Page-aligned: the state, the used bits and the slots of fds below 127 are on one
+  // page, which a forked child that binds or unbinds such an fd copies once.
+  struct alignas(4096) Leaf {
     // Bit g: a slot in [g * kGroup, (g + 1) * kGroup) was bound at some time. Never
     // cleared, so a walk may skip a group whose bit is clear without racing a bind.
     std::atomic<uint64_t> used[kLeaf / kGroup / 64 + (kLeaf / kGroup % 64 != 0)]{};
@@ -147,9 +149,16 @@ class FdMap {
   struct Mid {
     std::atomic<Leaf*> leaves[kMid]{};
   };
+  struct Top {
+    std::atomic<Mid*> mids[kTop]{};
+  };
+  Mid* mid_of(unsigned u) const noexcept {
+    Top* t = top_.load(std::memory_order_acquire);
+    return t ? t->mids[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire) : nullptr;
+  }
 
   Leaf* leaf_of(unsigned u) const noexcept {
-    Mid* m = top_[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
+    Mid* m = mid_of(u);
     return m ? m->leaves[(u >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire) : nullptr;
   }
   // Where fd's slot and state are, if its leaf exists. The first leaf (fds below 1,024)
@@ -171,13 +180,15 @@ class FdMap {
   template <class V>
   void walk(V&& visit) const;
 
+  // A few words, so that the map itself sits in the data a forked child writes anyway
+  // (core/fork_path.h): the tree's top is allocated with the first leaf.
   std::atomic<Leaf*> first_{nullptr};  // the leaf of fds 0-1023, once it exists
-  std::atomic<Mid*> top_[kTop]{};
   std::atomic<size_t> size_{0};
   // One past the highest fd ever bound: walks stop there, so a process whose fds are
   // low reads a few cache lines of the table, not its whole first leaf (a forked
   // child's handler walks it, and every page it touches first costs the child).
   std::atomic<unsigned> end_{0};
+  std::atomic<Top*> top_{nullptr};  // made with the first leaf
 };
 
 // Visits every slot of a group that was ever used, below end_, in fd order.
@@ -188,7 +199,7 @@ void FdMap<T>::walk(V&& visit) const {
   const unsigned end = end_.load(std::memory_order_acquire);
   constexpr unsigned kMidSpan = 1u << (kLeafBits + kMidBits);
   for (unsigned base = 0; base < end; base += kLeaf) {
-    if (!top_[base / kMidSpan].load(std::memory_order_acquire)) {
+    if (!mid_of(base)) {
       base = (base / kMidSpan + 1) * kMidSpan - kLeaf;  // on to the next mid
       continue;
     }
@@ -220,12 +231,15 @@ void FdMap<T>::for_each_alone(F&& f) const {
 
 template <class T>
 FdMap<T>::~FdMap() {
-  for (auto& t : top_) {
+  Top* top = top_.load();
+  if (!top) return;
+  for (auto& t : top->mids) {
     Mid* m = t.load();
     if (!m) continue;
     for (auto& l : m->leaves) delete l.load();
     delete m;
   }
+  delete top;
 }
 
 namespace fdmap_detail {
@@ -246,7 +260,8 @@ template <class T>
 typename FdMap<T>::At FdMap<T>::at_or_grow(int fd) noexcept {
   if (fd < 0) return {};
   unsigned u = static_cast<unsigned>(fd);
-  Mid* m = fdmap_detail::node_at(top_[u >> (kLeafBits + kMidBits)]);
+  Top* t = fdmap_detail::node_at(top_);
+  Mid* m = t ? fdmap_detail::node_at(t->mids[u >> (kLeafBits + kMidBits)]) : nullptr;
   Leaf* l = m ? fdmap_detail::node_at(m->leaves[(u >> kLeafBits) & (kMid - 1)]) : nullptr;
   if (l && u < kLeaf) first_.store(l, std::memory_order_release);  // every thread stores the one winner
   return {l, u & (kLeaf - 1)};
@@ -290,7 +305,7 @@ void FdMap<T>::take_range(unsigned lo, unsigned hi) noexcept {
   if (lo > static_cast<unsigned>(INT_MAX)) return;
   if (hi > static_cast<unsigned>(INT_MAX)) hi = INT_MAX;
   for (unsigned fd = lo; fd <= hi;) {
-    Mid* m = top_[fd >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
+    Mid* m = mid_of(fd);
     unsigned span = m ? (m->leaves[(fd >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire)
                              ? 1u
                              : kLeaf - (fd & (kLeaf - 1)))

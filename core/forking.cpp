@@ -41,6 +41,8 @@ struct Held {
   std::vector<std::shared_ptr<EpollSet>> sets;
   std::vector<std::shared_ptr<Link>> links;  // each once
 };
+// In the data a forked child writes anyway: the parent writes it at every fork.
+FERRY_FORK_DATA alignas(Held) unsigned char g_held_storage[sizeof(Held)];
 Held* g_held = nullptr;
 
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
@@ -131,7 +133,7 @@ FERRY_FORK_PATH bool keep_inherited(std::shared_ptr<Socket>& s) noexcept {
 
 void install() noexcept {
   pthread_once(&g_once, [] {
-    g_held = new Held;
+    g_held = new (g_held_storage) Held;  // never destroyed: forks may come during exit
     pthread_atfork(prepare, parent, child);
   });
 }

@@ -19,7 +19,11 @@ using detail::t_record;
 
 namespace {
 
-std::atomic<Record*> g_records{nullptr};
+// The first record, in the data a forked child writes anyway (core/fork_path.h): the
+// thread that loads ferry takes it at start, so a child forked from that thread (a
+// server's worker) announces into a page it copies regardless, and takes no record.
+FERRY_FORK_DATA constinit Record g_first;
+std::atomic<Record*> g_records{&g_first};
 
 struct Retired {
   void* p;
@@ -106,7 +110,7 @@ thread_local bool t_exiting = false;
 // Gives the thread's record back when the thread ends.
 struct Owner {
   bool armed = false;
-  ~Owner() {
+  FERRY_FORK_PATH ~Owner() {  // runs at every exit
     t_exiting = true;
     Record* r = t_record;
     t_record = nullptr;

@@ -37,6 +37,7 @@ void start() noexcept {
   // of seven pages, each a page fault.
   fd_table().reserve(0);
   epoll_sets().reserve(0);
+  hazard::mine();  // this thread's record, which its forked children inherit
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();

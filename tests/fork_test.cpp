@@ -154,3 +154,23 @@ TEST(Fork, ChildKeepsTheSocketsItInheritedAndClosed) {
 
 }  // namespace
 }  // namespace ferry
+
+// What a forked child (and its parent, between forks) writes of ferry's own data is
+// on one page: each page either writes first after a fork is a page fault and a copy.
+extern "C" char __start_ferry_fork_data[], __stop_ferry_fork_data[];
+
+namespace ferry {
+namespace {
+
+TEST(Fork, TheDataAForkWritesIsOnOnePage) {
+  const auto first = reinterpret_cast<uintptr_t>(__start_ferry_fork_data);
+  const auto last = reinterpret_cast<uintptr_t>(__stop_ferry_fork_data) - 1;
+  EXPECT_EQ(first / 4096, last / 4096) << (last - first + 1) << " bytes from " << std::hex << first;
+  const auto table = reinterpret_cast<uintptr_t>(&fd_table());
+  const auto sets = reinterpret_cast<uintptr_t>(&epoll_sets());
+  EXPECT_TRUE(table >= first && table <= last);
+  EXPECT_TRUE(sets >= first && sets <= last);
+}
+
+}  // namespace
+}  // namespace ferry
