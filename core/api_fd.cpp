@@ -132,7 +132,8 @@ long fcntl(int fd, int cmd, void* arg) noexcept {
     case F_DUPFD_CLOEXEC:
       alias(fd, r);
       break;
-    case F_SETFL:
+    case F_SETFL:  // what a socket on kernel TCP for good needs no more: the kernel's flag
+      if (fd_table().marked(fd)) break;
       if (SocketRef s = fd_table().get(fd))
         s->nonblocking.store((static_cast<int>(reinterpret_cast<intptr_t>(arg)) & O_NONBLOCK) != 0);
       break;
@@ -152,7 +153,7 @@ long ioctl(int fd, unsigned long request, void* arg) noexcept {
     }
   }
   long r = sys(real.ioctl(fd, request, arg));
-  if (r == 0 && request == FIONBIO && arg) {
+  if (r == 0 && request == FIONBIO && arg && !fd_table().marked(fd)) {
     if (SocketRef s = fd_table().get(fd)) s->nonblocking.store(*static_cast<int*>(arg) != 0);
   }
   return r;

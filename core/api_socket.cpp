@@ -89,7 +89,11 @@ long listen(int fd, int backlog) noexcept {
 namespace {
 long accepted(int listener, long fd, int flags) {
   if (fd < 0) return fd;
-  if (SocketRef l = fd_table().get(listener)) {
+  // Borrowed: a forking server accepts between forks, and a reference count is a write
+  // to a page the last child shares.
+  FdTable::Borrowed l;
+  fd_table().borrow(listener, l);
+  if (l) {
     auto s = make_socket(l->family(), Role::passive);
     s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
     track(static_cast<int>(fd), s);
@@ -157,7 +161,8 @@ long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept
 
 long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
   long r = sys(real.setsockopt(fd, level, name, val, len));
-  if (r != 0) return r;
+  // A socket on kernel TCP for good needs none of these: the kernel applies them.
+  if (r != 0 || fd_table().marked(fd)) return r;
   SocketRef s = fd_table().get(fd);
   if (!s) return r;
   if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {

@@ -147,11 +147,18 @@ bool needs_user_space(const pollfd* fds, nfds_t n) noexcept {
   bool user = false;
   for (nfds_t i = 0; i < n; ++i) {
     int fd = fds[i].fd;
-    if (fd_table().tracked(fd)) {
-      SocketRef s = fd_table().get(fd);
-      user = user || (s && s->transport() != Transport::kernel);
+    // One byte for a socket on kernel TCP for good, and a borrow for another: a
+    // reference count is a write, to a page a forking server's last child shares.
+    const uint8_t state = fd_table().state(fd);
+    if (state & FdTable::kBound) {
+      if (user || (state & FdTable::kMarked)) continue;
+      FdTable::Borrowed s;
+      fd_table().borrow(fd, s);
+      user = s && s->transport() != Transport::kernel;
     } else if (epoll_sets().tracked(fd)) {
-      if (auto set = epoll_sets().get(fd)) set->nested();
+      FdMap<EpollSet>::Borrowed set;
+      epoll_sets().borrow(fd, set);
+      if (set) set->nested();
     }
   }
   return user;
