@@ -2,6 +2,7 @@
 // poll and select over them run poll_mixed(); epoll instances that hold TCP sockets
 // have an EpollSet. Calls that involve no upgraded socket are the kernel's own.
 #include "core/api.h"
+#include "core/io_path.h"
 
 #include "core/config.h"
 #include "core/epoll_set.h"
@@ -103,7 +104,8 @@ FERRY_IO_PATH long pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const time
 }
 
 namespace {
-long created(long epfd) {
+// In the per-request text: a server's worker makes its epoll set as it starts.
+FERRY_IO_PATH long created(long epfd) {
   if (epfd < 0 || !config().enable) return epfd;
   // Made now, the set sees every epoll_ctl of the instance.
   if (auto set = EpollSet::create()) epoll_sets().set(static_cast<int>(epfd), std::move(set));
@@ -111,8 +113,8 @@ long created(long epfd) {
 }
 }  // namespace
 
-long epoll_create(int size) noexcept { return created(sys(real.epoll_create(size))); }
-long epoll_create1(int flags) noexcept { return created(sys(real.epoll_create1(flags))); }
+FERRY_IO_PATH long epoll_create(int size) noexcept { return created(sys(real.epoll_create(size))); }
+FERRY_IO_PATH long epoll_create1(int flags) noexcept { return created(sys(real.epoll_create1(flags))); }
 
 // The set is told once: its descriptor's mark says it knows.
 FERRY_IO_PATH void kernel_member_added(int epfd) noexcept {

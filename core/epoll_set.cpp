@@ -1,4 +1,5 @@
 #include "core/epoll_set.h"
+#include "core/io_path.h"
 
 #include "core/api.h"
 #include "core/config.h"
@@ -75,7 +76,7 @@ struct EpollSet::Reg final : Waiter {
   }
 };
 
-std::shared_ptr<EpollSet> EpollSet::create() noexcept {
+FERRY_IO_PATH std::shared_ptr<EpollSet> EpollSet::create() noexcept {
   EpollSet* raw = new (std::nothrow) EpollSet;
   if (!raw) return nullptr;
   // Destroyed through hazard::retire: epoll_ctl and epoll_wait borrow sets (FdMap::borrow).

@@ -105,8 +105,8 @@ class FdMap {
   // Makes the leaf of fd's range now, if it is missing (false only without memory).
   bool reserve(int fd) noexcept { return static_cast<bool>(at_or_grow(fd)); }
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
-  // range; returns false only when that allocation fails.
-  bool set(int fd, Ref s) noexcept;
+  // range; returns false only when that allocation fails. Always inline, as take().
+  [[gnu::always_inline]] inline bool set(int fd, Ref s) noexcept;
   // Unbinds fd and returns what was bound.
   // Always inline: a forked child's close runs it, so it belongs in the fork path's
   // text (a section attribute does not hold for a template's instantiation).
@@ -268,7 +268,7 @@ typename FdMap<T>::At FdMap<T>::at_or_grow(int fd) noexcept {
 }
 
 template <class T>
-bool FdMap<T>::set(int fd, Ref s) noexcept {
+inline bool FdMap<T>::set(int fd, Ref s) noexcept {
   const At a = at_or_grow(fd);
   if (!a) return false;
   const unsigned u = static_cast<unsigned>(fd);

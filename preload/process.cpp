@@ -16,6 +16,11 @@ __attribute__((destructor)) FERRY_FORK_PATH static void ferry_finish() {
   ferry::runtime::finish();
 }
 
+// The library's DT_FINI (linked with -fini=ferry_fini): the dynamic linker calls it at
+// every exit, and the C runtime's own _fini lies alone past the end of the text, one
+// more page for an exiting child to fault in. Destructors run from .fini_array.
+extern "C" FERRY_FORK_PATH __attribute__((visibility("hidden"), used)) void ferry_fini() {}
+
 FERRY_EXPORT FERRY_FORK_PATH pid_t fork() {
   return FERRY_RESULT(pid_t, fork());
 }
