@@ -8,6 +8,7 @@
 #include "core/forking.h"
 #include "core/libc.h"
 #include "core/log.h"
+#include "core/shared_text.h"
 #include "core/stats.h"
 
 #include <unistd.h>
@@ -38,6 +39,7 @@ void start() noexcept {
   fd_table().reserve(0);
   epoll_sets().reserve(0);
   hazard::mine();  // this thread's record, which its forked children inherit
+  if (!shared_text::prepare()) FERRY_LOG(debug, "runtime", "a forked child faults libferry's code in afresh");
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();
