@@ -125,6 +125,12 @@ thread_local Owner t_owner;
 
 }  // namespace
 
+void take_first() noexcept {
+  bool was = false;
+  if (t_record || !g_first.owned.compare_exchange_strong(was, true)) return;
+  t_record = &g_first;
+}
+
 Record* detail::first_record() noexcept {
   if (t_exiting) return nullptr;
   t_owner.armed = true;  // its first use registers the hand-back at thread exit

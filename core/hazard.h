@@ -46,6 +46,12 @@ inline Record* mine() noexcept {
   return r ? r : detail::first_record();
 }
 
+// At start, for the thread that loads ferry: takes the first record, which stays this
+// thread's for the life of the process. Its children (a forking server's workers)
+// inherit it, and registering the thread-exit hand-back would cost each of them a
+// thread_local destructor and a free at exit.
+void take_first() noexcept;
+
 // Withdraws announcement i and destroys what was retired meanwhile and is now free.
 inline void release(Record* r, int i) noexcept {
   void* p = r->slot[i].exchange(nullptr, std::memory_order_seq_cst);

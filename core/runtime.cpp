@@ -38,7 +38,7 @@ void start() noexcept {
   // of seven pages, each a page fault.
   fd_table().reserve(0);
   epoll_sets().reserve(0);
-  hazard::mine();  // this thread's record, which its forked children inherit
+  hazard::take_first();  // this thread's record, which its forked children inherit
   if (!shared_text::prepare()) FERRY_LOG(debug, "runtime", "a forked child faults libferry's code in afresh");
   forking::install();
   if (c.backtrace) crash::install();
@@ -48,12 +48,13 @@ void start() noexcept {
 
 void finish() noexcept {
   if (!config().stats) return;
+  if (stats::g.pid == 0) stats::g.pid = static_cast<uint64_t>(getpid());  // a forked child's
   std::string text = stats::format(stats::g);
   log::write_raw(text.data(), text.size());
 }
 
 void after_fork_child() noexcept {
-  if (config().enable) stats::after_fork_child(getpid());
+  if (config().enable) stats::after_fork_child();
   log::reopen_after_fork(config());
 }
 

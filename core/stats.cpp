@@ -38,11 +38,11 @@ void publish(long pid) noexcept {
   close(fd);
 }
 
-void after_fork_child(long pid) noexcept {
+void after_fork_child() noexcept {
 #define FERRY_STAT_ZERO(name, desc) g.name.store(0, std::memory_order_relaxed);
   FERRY_STATS_LIST(FERRY_STAT_ZERO)
 #undef FERRY_STAT_ZERO
-  g.pid = static_cast<uint64_t>(pid);
+  g.pid = 0;
 }
 
 std::string read_process(long pid, Counters& out) {
@@ -68,6 +68,7 @@ std::string read_process(long pid, Counters& out) {
   close(fd);
   if (n != static_cast<ssize_t>(sizeof out)) return std::string("cannot read the counters: ") + strerror(err);
   if (out.magic != kMagic) return "the counters have an unknown layout (another ferry version?)";
+  out.pid = static_cast<uint64_t>(pid);
   return {};
 }
 

@@ -65,11 +65,13 @@ extern Counters g;
 // Moves g, values kept, onto a mapping named "ferry-stats" that another process finds
 // in /proc/PID/maps and reads through /proc/PID/mem. The mapping is private: a forked
 // child gets its own copy with the fork, which after_fork_child() starts from zero (a
-// write to one page, no system call).
+// write to one page, no system call; its pid is left 0, for whoever prints them to
+// fill in).
 void publish(long pid) noexcept;
-FERRY_FORK_PATH void after_fork_child(long pid) noexcept;
+FERRY_FORK_PATH void after_fork_child() noexcept;
 
-// Reads the counters of a running ferry process; "" on success, else why not.
+// Reads the counters of a running ferry process (out.pid is pid); "" on success, else
+// why not.
 std::string read_process(long pid, Counters& out);
 
 inline void add(std::atomic<uint64_t>& c, uint64_t n) noexcept { c.fetch_add(n, std::memory_order_relaxed); }

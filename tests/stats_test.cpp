@@ -31,7 +31,7 @@ TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
   ASSERT_EQ(pipe(done), 0);
   pid_t pid = fork();
   if (pid == 0) {
-    after_fork_child(getpid());
+    after_fork_child();
     bool zero = g.connections_passive.load() == 0;
     add(g.connections_passive, 100);
     char c = zero ? 'z' : 'n';
