@@ -167,8 +167,9 @@ for s in $pg_setups; do printf ' %10s' "$s"; done
 for s in $pg_setups; do [ "$s" != plain ] && printf ' %10s' "$s/plain"; done
 echo
 for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps fork_rate; do
+  [ -s "$res/$m.plain" ] || continue  # a workload not asked for
   printf '%-16s' "$m"
-  base=$(median < "$res/$m.plain" 2>/dev/null)
+  base=$(median < "$res/$m.plain")
   for s in $pg_setups; do
     v=$( [ -s "$res/$m.$s" ] && median < "$res/$m.$s" || echo -)
     printf ' %10s' "$v"
