@@ -142,20 +142,22 @@ cut_when() {
 # (its reply waits for the link): a program's exit then never finishes.
 link_down_for_failover() {
   ip link set veth0 down || return 1
-  local side pid n
-  for _ in $(seq 300); do
-    n=0
+  local side pid n live end=$((SECONDS + 60))
+  while [ $SECONDS -lt $end ]; do
+    n=0 live=0
     for side in client server; do
       pid=$(pgrep -f "^/usr/bin/python3 .*stream_check.py $side $ip $((port + 1)) " | head -1 || true)
       [ -n "$pid" ] || continue
+      live=$((live + 1))
       n=$((n + $("$ferry" stat "$pid" 2>/dev/null |
         awk '$1 == "downgrades_failover" || $1 == "downgrades_peer" {s += $2} END {print s + 0}')))
     done
-    [ "$n" -ge $((2 * $1)) ] && break
+    # Done when every end left RDMA, or when both programs already ended.
+    [ "$n" -ge $((2 * $1)) ] || [ "$live" -eq 0 ] && break
     sleep 0.2
   done
   ip link set veth0 up
-  say "[$scenario] link back up: $n of $((2 * $1)) connection ends had left RDMA"
+  say "[$scenario] link back up: $n of $((2 * $1)) connection ends had left RDMA ($live programs running)"
 }
 
 # Failover: the RDMA path dies while 64 MiB go each way (the link rxe0 sits on goes
