@@ -110,7 +110,7 @@ thread_local bool t_exiting = false;
 // Gives the thread's record back when the thread ends.
 struct Owner {
   bool armed = false;
-  FERRY_FORK_PATH ~Owner() {  // runs at every exit
+  ~Owner() {
     t_exiting = true;
     Record* r = t_record;
     t_record = nullptr;
