@@ -116,11 +116,6 @@ class FdMap {
   // Calls f(fd, socket) for each tracked fd, in fd order.
   template <class F>
   void for_each(F&& f) const;
-  // The same with f(fd, object&), taking no reference: for a process with one thread
-  // (a forked child's handler), where nothing can unbind an fd meanwhile. Reads the
-  // table and writes nothing (a reference count is a write).
-  template <class F>
-  void for_each_alone(F&& f) const;
   size_t size() const noexcept;
 
  private:
@@ -218,14 +213,6 @@ void FdMap<T>::for_each(F&& f) const {
   walk([&](int fd, const Slot& slot, const std::atomic<uint8_t>& state) {
     if (!(state.load(std::memory_order_acquire) & kBound)) return;
     if (Ref s = slot.socket.load(std::memory_order_acquire)) f(fd, s);
-  });
-}
-
-template <class T>
-template <class F>
-void FdMap<T>::for_each_alone(F&& f) const {
-  walk([&](int fd, const Slot& slot, const std::atomic<uint8_t>&) {
-    if (T* p = slot.raw.load(std::memory_order_relaxed)) f(fd, *p);
   });
 }
 

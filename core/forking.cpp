@@ -99,14 +99,8 @@ FERRY_FORK_PATH void child() {
   // Every link the child can reach holds the parent's RDMA objects.
   for (auto& l : h.links) l->inherited = true;
   for (auto& l : h.links) l->signal.after_fork_child();
-  for (auto& l : h.links)
-    if (l->channel) new (&l->channel->mu()) Lock;
+  // Channel and socket locks (core/lock.h) held by the parent's threads count as free.
   for (auto& set : h.sets) set->after_fork_child();
-  // Held across sleeps by threads that do not exist here.
-  fd_table().for_each_alone([](int, Socket& s) {
-    s.tx_mu.reset_after_fork();
-    s.rx_mu.reset_after_fork();
-  });
   poll_mixed_after_fork_child();
   poller::after_fork_child();
   rdma::after_fork_child();

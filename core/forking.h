@@ -6,10 +6,11 @@
 // thread is between two rounds, so no librdmacm or libibverbs lock is taken mid-call),
 // the descriptor registry's locks, each epoll set's lock, each channel's lock and each
 // signal's waiter-list lock. The parent releases them; the child gets them fresh.
-// Locks a call may hold while it sleeps (a socket's send and receive locks) cannot be
-// taken that way: the child gets them fresh, and what they guard is either the kernel
-// socket's bookkeeping or an upgraded connection the child may not use (its calls
-// fail with ECONNRESET / EPIPE without looking at the RDMA state).
+// Locks another thread may hold at the fork (a socket's send and receive locks) cannot
+// be taken that way: they are core/lock.h's, which a child finds free when its holder
+// was a thread of the parent. What they guard is either the kernel socket's
+// bookkeeping or an upgraded connection the child may not use (its calls fail with
+// ECONNRESET / EPIPE without looking at the RDMA state).
 //
 // The child's handler allocates nothing: what it needs fresh is made in the parent
 // before the fork (Spare). A child's first allocation of some size makes malloc tidy
@@ -18,6 +19,7 @@
 #pragma once
 
 #include "core/fork_path.h"
+#include "core/generation.h"
 
 #include <atomic>
 #include <cstdint>
@@ -32,11 +34,6 @@ namespace ferry::forking {
 
 // Registers the handlers (once).
 void install() noexcept;
-
-// How many forks this process is from the one ferry started in (each child's count is
-// one more than its parent's at the fork). A Socket notes it at birth.
-extern std::atomic<uint32_t> g_generation;
-inline uint32_t generation() noexcept { return g_generation.load(std::memory_order_relaxed); }
 
 // A socket the process closed, if it was made before this process was forked and has
 // no RDMA link: kept (a reference parked for good) instead of let go, and true. Letting

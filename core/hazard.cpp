@@ -153,7 +153,6 @@ void retire(void* p, void (*destroy)(void*)) noexcept {
 }
 
 void after_fork_child() noexcept {
-  retired_mu().reset_after_fork();
   Record* me = t_record;
   for (Record* r = g_records.load(std::memory_order_acquire); r; r = r->next) {
     if (r == me) continue;

@@ -1,8 +1,14 @@
 #include "core/lock.h"
 
+#include "core/forking.h"
+
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -64,6 +70,57 @@ TEST(Lock, SleeperIsWokenByUnlock) {
   l.unlock();
   waiter.join();
   EXPECT_TRUE(got.load());
+}
+
+// A forked child has only the forking thread: a lock another thread of the parent held
+// (with a sleeper queued behind it) is free there, for lock and for try_lock, and
+// works as a lock afterwards. The parent's holder and sleeper are unaffected.
+TEST(Lock, AForkedChildFindsFreeWhatTheParentsThreadsHeld) {
+  forking::install();
+  Lock a, b;
+  std::promise<void> held, done;
+  std::shared_future<void> go = done.get_future().share();
+  std::thread holder([&] {
+    std::lock_guard<Lock> ga(a);
+    std::lock_guard<Lock> gb(b);
+    held.set_value();
+    go.wait();
+  });
+  held.get_future().wait();
+  std::atomic<bool> sleeper_in{false};
+  std::thread sleeper([&] {
+    std::lock_guard<Lock> g(a);  // marks it waited, and sleeps
+    sleeper_in = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(10);  // a lock that never comes fails the test
+    bool ok = b.try_lock();
+    a.lock();
+    ok = ok && !a.try_lock() && !b.try_lock();
+    a.unlock();
+    b.unlock();
+    ok = ok && a.try_lock() && b.try_lock();
+    a.unlock();
+    b.unlock();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  EXPECT_FALSE(b.try_lock());  // still the holder's here
+  EXPECT_FALSE(sleeper_in.load());
+  done.set_value();
+  holder.join();
+  sleeper.join();
+  EXPECT_TRUE(sleeper_in.load());
+  EXPECT_TRUE(a.try_lock() && b.try_lock());
+  a.unlock();
+  b.unlock();
 }
 
 }  // namespace
