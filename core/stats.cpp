@@ -10,7 +10,8 @@
 
 namespace ferry::stats {
 
-constinit Counters g;
+// The first thing on the fork page (core/fork_page.ld).
+FERRY_FORK_COUNTERS alignas(kForkPage) constinit Counters g;
 
 std::string format(const Counters& c) {
   std::string out;
@@ -30,11 +31,13 @@ void publish(long pid) noexcept {
   int fd = memfd_create("ferry-stats", MFD_CLOEXEC);
   if (fd < 0) return;
   g.pid = static_cast<uint64_t>(pid);
-  if (pwrite(fd, &g, sizeof g, 0) == static_cast<ssize_t>(sizeof g)) {
-    // Counts made between the copy and the switch are lost; this runs before the
-    // program has threads.
-    mmap(&g, sizeof g, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  }
+  // The whole page: the rest of the fork data moves with the counters. Writes made
+  // between the copy and the switch would be lost; this runs before the program has
+  // threads, and before anything else writes the page.
+  char* page = reinterpret_cast<char*>(&g);
+  asm("" : "+r"(page));  // the page, not just g (which the compiler knows the size of)
+  if (pwrite(fd, page, kForkPage, 0) == static_cast<ssize_t>(kForkPage))
+    mmap(page, kForkPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0);
   close(fd);
 }
 

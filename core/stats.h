@@ -1,6 +1,6 @@
-// Per-process counters. Relaxed atomic increments only. They live in a shared memory
-// page of their own, so `ferry stat PID` can read them from a running process, and
-// FERRY_STATS=1 prints them at exit.
+// Per-process counters. Relaxed atomic increments only. They live at the start of the
+// fork page, mapped from a named memory file, so `ferry stat PID` can read them from a
+// running process, and FERRY_STATS=1 prints them at exit.
 #pragma once
 
 #include "core/fork_path.h"
@@ -47,23 +47,26 @@ namespace ferry::stats {
   X(bytes_rdma_sent, "bytes sent over RDMA")                                     \
   X(bytes_rdma_received, "bytes received over RDMA")
 
-constexpr uint64_t kMagic = 0x3176617473797266;  // "frystav1"
+constexpr uint64_t kMagic = 0x3276617473797266;  // "frystav2"
 
-// Whole pages, page-aligned: publish() maps a named memory file over this very object,
-// so the hot path addresses it directly with no pointer to follow.
-struct alignas(4096) Counters {
+// At the start of the fork page (core/fork_path.h): publish() maps a named memory file
+// over that page, so the hot path addresses the counters directly with no pointer to
+// follow, and a forked process's writes to them cost no page but the one it writes
+// anyway. Whole cache lines: the data after them is read by every lock.
+struct alignas(64) Counters {
   uint64_t magic = kMagic;
   uint64_t pid = 0;
-#define FERRY_STAT_FIELD(name, desc) alignas(64) std::atomic<uint64_t> name{0};
+#define FERRY_STAT_FIELD(name, desc) std::atomic<uint64_t> name{0};
   FERRY_STATS_LIST(FERRY_STAT_FIELD)
 #undef FERRY_STAT_FIELD
 };
-static_assert(sizeof(Counters) % 4096 == 0);
+static_assert(sizeof(Counters) <= 1024);
 
 extern Counters g;
 
-// Moves g, values kept, onto a mapping named "ferry-stats" that another process finds
-// in /proc/PID/maps and reads through /proc/PID/mem. The mapping is private: a forked
+// Moves the fork page, g and all, values kept, onto a mapping named "ferry-stats" that
+// another process finds in /proc/PID/maps and reads through /proc/PID/mem (g is at its
+// start). The mapping is private: a forked
 // child gets its own copy with the fork, which after_fork_child() starts from zero (a
 // write to one page, no system call; its pid is left 0, for whoever prints them to
 // fill in).
