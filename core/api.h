@@ -12,10 +12,25 @@
 
 struct mmsghdr;
 
+namespace ferry {
+
+// This thread's errno, found through libc's __errno_location once per thread and then
+// kept in ferry's own (initial-exec) thread-local data. A forked child's thread has
+// its parent's address, and its first call does not fault in the page of libc's code
+// that holds __errno_location, which nothing else a forked server's child runs touches.
+inline int& err() noexcept {
+  static thread_local constinit int* t = nullptr;
+  int* p = t;
+  if (__builtin_expect(p == nullptr, 0)) t = p = &errno;
+  return *p;
+}
+
+}  // namespace ferry
+
 namespace ferry::api {
 
 // The result of a real libc call in this file's convention.
-inline long sys(long r) noexcept { return r < 0 ? -errno : r; }
+inline long sys(long r) noexcept { return r < 0 ? -err() : r; }
 
 // sockets and connections (api_socket.cpp)
 long socket(int domain, int type, int protocol) noexcept;

@@ -16,15 +16,15 @@ class Errno {
   template <class T>
   T result(long r) noexcept {
     if (r < 0) {
-      errno = static_cast<int>(-r);
+      err() = static_cast<int>(-r);
       return static_cast<T>(-1);
     }
-    if (errno != saved_) errno = saved_;  // a write only if needed: after a fork, it costs a page copy
+    if (err() != saved_) err() = saved_;  // a write only if needed: after a fork, it costs a page copy
     return static_cast<T>(r);
   }
 
  private:
-  int saved_ = errno;
+  int saved_ = err();
 };
 
 }  // namespace ferry::preload
