@@ -1,6 +1,10 @@
 // fd number -> shared object (a Socket, an epoll set). Reads are lock-free; the table
 // grows lazily in 1,024-fd leaves as higher numbers appear, so nothing is sized to
-// RLIMIT_NOFILE and there is no fd ceiling below INT_MAX.
+// RLIMIT_NOFILE and there is no fd ceiling below INT_MAX. The lowest fds (kLow) have
+// their state and slot in the map itself, which lives on the fork page
+// (core/fork_path.h): a forking server's listener, its accepted connection and a
+// worker's epoll set are low, and binding or unbinding them after a fork copies no page
+// but the one the fork copies anyway.
 #pragma once
 
 #include "core/fork_path.h"
@@ -104,6 +108,7 @@ class FdMap {
 
   // Makes the leaf of fd's range now, if it is missing (false only without memory).
   bool reserve(int fd) noexcept { return static_cast<bool>(at_or_grow(fd)); }
+  static constexpr int kLow = 40;  // fds below this are bound in the map itself
   // Binds fd to s (replacing what was there). Allocates a leaf on first use of its
   // range; returns false only when that allocation fails. Always inline, as take().
   [[gnu::always_inline]] inline bool set(int fd, Ref s) noexcept;
@@ -156,20 +161,26 @@ class FdMap {
     Mid* m = mid_of(u);
     return m ? m->leaves[(u >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire) : nullptr;
   }
-  // Where fd's slot and state are, if its leaf exists. The first leaf (fds below 1,024)
-  // is found without walking the tree.
+  // Where fd's slot and state are, if they exist: in the map for a low fd, else in its
+  // leaf (the first leaf, fds below 1,024, is found without walking the tree).
   struct At {
-    Leaf* leaf = nullptr;
-    unsigned i = 0;
-    explicit operator bool() const { return leaf != nullptr; }
-    Slot& slot() const { return leaf->slots[i]; }
-    std::atomic<uint8_t>& state() const { return leaf->state[i]; }
-    bool bound() const { return leaf && (state().load(std::memory_order_acquire) & kBound); }
+    Slot* slot_ = nullptr;
+    std::atomic<uint8_t>* state_ = nullptr;
+    Leaf* leaf = nullptr;  // null for a low fd
+    explicit operator bool() const { return slot_ != nullptr; }
+    Slot& slot() const { return *slot_; }
+    std::atomic<uint8_t>& state() const { return *state_; }
+    bool bound() const { return slot_ && (state_->load(std::memory_order_acquire) & kBound); }
   };
   At at(int fd) const noexcept {
     if (fd < 0) return {};
     const unsigned u = static_cast<unsigned>(fd);
-    return {u < kLeaf ? first_.load(std::memory_order_acquire) : leaf_of(u), u & (kLeaf - 1)};
+    if (u < kLow) return {&low_slots_[u], &low_state_[u]};
+    return in(u < kLeaf ? first_.load(std::memory_order_acquire) : leaf_of(u), u);
+  }
+  static At in(Leaf* l, unsigned u) noexcept {
+    if (!l) return {};
+    return {&l->slots[u & (kLeaf - 1)], &l->state[u & (kLeaf - 1)], l};
   }
   At at_or_grow(int fd) noexcept;
   template <class V>
@@ -184,6 +195,10 @@ class FdMap {
   // child's handler walks it, and every page it touches first costs the child).
   std::atomic<unsigned> end_{0};
   std::atomic<Top*> top_{nullptr};  // made with the first leaf
+  // The low fds' states and slots (a leaf's first kLow stay unused). Mutable: at() is
+  // const and hands out where they are.
+  mutable std::atomic<uint8_t> low_state_[kLow]{};
+  mutable Slot low_slots_[kLow];
 };
 
 // Visits every slot of a group that was ever used, below end_, in fd order.
@@ -192,6 +207,8 @@ template <class V>
 void FdMap<T>::walk(V&& visit) const {
   if (size_.load(std::memory_order_acquire) == 0) return;
   const unsigned end = end_.load(std::memory_order_acquire);
+  for (unsigned u = 0; u < end && u < kLow; ++u) visit(static_cast<int>(u), low_slots_[u], low_state_[u]);
+  if (end <= kLow) return;
   constexpr unsigned kMidSpan = 1u << (kLeafBits + kMidBits);
   for (unsigned base = 0; base < end; base += kLeaf) {
     if (!mid_of(base)) {
@@ -202,7 +219,8 @@ void FdMap<T>::walk(V&& visit) const {
     if (!l) continue;
     for (int g = 0; g < kLeaf / kGroup && base + g * kGroup < end; ++g) {
       if (!(l->used[g / 64].load(std::memory_order_acquire) >> (g % 64) & 1)) continue;
-      for (int j = g * kGroup; j < (g + 1) * kGroup; ++j) visit(static_cast<int>(base) | j, l->slots[j], l->state[j]);
+      for (int j = base == 0 && g * kGroup < kLow ? kLow : g * kGroup; j < (g + 1) * kGroup; ++j)
+        visit(static_cast<int>(base) | j, l->slots[j], l->state[j]);
     }
   }
 }
@@ -247,11 +265,12 @@ template <class T>
 typename FdMap<T>::At FdMap<T>::at_or_grow(int fd) noexcept {
   if (fd < 0) return {};
   unsigned u = static_cast<unsigned>(fd);
+  if (u < kLow) return at(fd);
   Top* t = fdmap_detail::node_at(top_);
   Mid* m = t ? fdmap_detail::node_at(t->mids[u >> (kLeafBits + kMidBits)]) : nullptr;
   Leaf* l = m ? fdmap_detail::node_at(m->leaves[(u >> kLeafBits) & (kMid - 1)]) : nullptr;
   if (l && u < kLeaf) first_.store(l, std::memory_order_release);  // every thread stores the one winner
-  return {l, u & (kLeaf - 1)};
+  return in(l, u);
 }
 
 template <class T>
@@ -259,11 +278,12 @@ inline bool FdMap<T>::set(int fd, Ref s) noexcept {
   const At a = at_or_grow(fd);
   if (!a) return false;
   const unsigned u = static_cast<unsigned>(fd);
-  Leaf* leaf = a.leaf;
   Slot* slot = &a.slot();
-  const unsigned g = (u & (kLeaf - 1)) / kGroup;
-  if (!(leaf->used[g / 64].load(std::memory_order_relaxed) >> (g % 64) & 1))
-    leaf->used[g / 64].fetch_or(uint64_t{1} << (g % 64), std::memory_order_seq_cst);
+  if (Leaf* leaf = a.leaf) {
+    const unsigned g = (u & (kLeaf - 1)) / kGroup;
+    if (!(leaf->used[g / 64].load(std::memory_order_relaxed) >> (g % 64) & 1))
+      leaf->used[g / 64].fetch_or(uint64_t{1} << (g % 64), std::memory_order_seq_cst);
+  }
   for (unsigned e = end_.load(std::memory_order_relaxed); e <= u && !end_.compare_exchange_weak(e, u + 1);) {
   }
   bool had = a.state().exchange(0, std::memory_order_acq_rel) & kBound;
@@ -291,6 +311,10 @@ template <class T>
 void FdMap<T>::take_range(unsigned lo, unsigned hi) noexcept {
   if (lo > static_cast<unsigned>(INT_MAX)) return;
   if (hi > static_cast<unsigned>(INT_MAX)) hi = INT_MAX;
+  for (; lo < kLow; ++lo) {
+    if (lo > hi) return;
+    take(static_cast<int>(lo));
+  }
   for (unsigned fd = lo; fd <= hi;) {
     Mid* m = mid_of(fd);
     unsigned span = m ? (m->leaves[(fd >> kLeafBits) & (kMid - 1)].load(std::memory_order_acquire)

@@ -32,12 +32,12 @@ void start() noexcept {
     return;
   }
   stats::publish(getpid());
-  // The tables' first leaves, made here rather than at first use: a forked child (a
-  // server's worker, which often makes its first epoll set) then shares them with its
-  // parent and copies one page at its first write, instead of zero-filling a new leaf
-  // of seven pages, each a page fault.
-  fd_table().reserve(0);
-  epoll_sets().reserve(0);
+  // The tables' first leaves (fds from kLow to 1,023), made here rather than at first
+  // use: a forked child (a server's worker) then shares them with its parent and copies
+  // one page at its first write, instead of zero-filling a new leaf of seven pages, each
+  // a page fault.
+  fd_table().reserve(FdTable::kLow);
+  epoll_sets().reserve(FdTable::kLow);
   hazard::take_first();  // this thread's record, which its forked children inherit
   if (!shared_text::prepare()) FERRY_LOG(debug, "runtime", "a forked child faults libferry's code in afresh");
   forking::install();

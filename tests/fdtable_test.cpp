@@ -103,11 +103,14 @@ TEST(FdTable, SharedObjectOutlivesOneFd) {
 
 TEST(FdTable, TakeRangeAcrossLeavesAndGaps) {
   FdTable t;
-  std::vector<int> fds = {2, 3, 1500, 2047, 2048, 3'000'000, INT_MAX};
+  constexpr int low = FdTable::kLow;
+  std::vector<int> fds = {2, 3, low - 1, low, 1500, 2047, 2048, 3'000'000, INT_MAX};
   for (int fd : fds) t.set(fd, make());
   t.take_range(3, 2047);
   EXPECT_TRUE(t.tracked(2));
   EXPECT_FALSE(t.tracked(3));
+  EXPECT_FALSE(t.tracked(low - 1));
+  EXPECT_FALSE(t.tracked(low));
   EXPECT_FALSE(t.tracked(1500));
   EXPECT_FALSE(t.tracked(2047));
   EXPECT_TRUE(t.tracked(2048));
@@ -132,7 +135,9 @@ TEST(FdTable, ForEachInOrder) {
 // 64-slot groups and leaves, the top of the range, numbers bound again after a take.
 TEST(FdTable, ForEachSeesEveryEdge) {
   FdTable t;
-  const std::vector<int> all{0, 63, 64, 127, 1023, 1024, 1087, 1088, 2047, (1 << 20) - 1, 1 << 20, INT_MAX - 1, INT_MAX};
+  constexpr int low = FdTable::kLow;  // the last fd bound in the map itself, and the first in a leaf
+  const std::vector<int> all{0,    low - 1, low,  63,   64,   127, 1023, 1024, 1087, 1088, 2047, (1 << 20) - 1, 1 << 20,
+                             INT_MAX - 1, INT_MAX};
   for (int fd : all) t.set(fd, make());
   std::vector<int> seen;
   t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
@@ -142,9 +147,10 @@ TEST(FdTable, ForEachSeesEveryEdge) {
   t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
   EXPECT_TRUE(seen.empty());
   t.set(64, make());
+  t.set(low, make());
   t.set(3, make());
   t.for_each([&](int fd, const SocketRef&) { seen.push_back(fd); });
-  EXPECT_EQ(seen, (std::vector<int>{3, 64}));
+  EXPECT_EQ(seen, (std::vector<int>{3, low, 64}));
 }
 
 TEST(FdTable, ConcurrentReadersAndWriters) {

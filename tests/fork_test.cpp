@@ -3,6 +3,7 @@
 #include "core/api.h"
 #include "core/epoll_set.h"
 #include "core/fdtable.h"
+#include "core/stats.h"
 #include "core/forking.h"
 #include "core/link.h"
 
@@ -170,6 +171,11 @@ TEST(Fork, TheDataAForkWritesIsOnOnePage) {
   const auto sets = reinterpret_cast<uintptr_t>(&epoll_sets());
   EXPECT_TRUE(table >= first && table <= last);
   EXPECT_TRUE(sets >= first && sets <= last);
+  // The counters open the page (the ferry-stats mapping starts there), and the page is
+  // one of its own.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(&stats::g), first);
+  EXPECT_EQ(first % 4096, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(__stop_ferry_fork_data) % 4096, 0u);
 }
 
 }  // namespace
