@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include "core/fork_path.h"
+
 #include <cstring>
 #include <strings.h>
 
@@ -14,7 +16,7 @@ union ConfigHolder {
   FERRY_FORK_PATH ~ConfigHolder() {}  // runs at every exit
   Config c;
 };
-constinit ConfigHolder g_holder;
+FERRY_FORK_DATA constinit ConfigHolder g_holder;
 Config& g_config = g_holder.c;
 
 bool parse_bool(std::string_view v, bool& out) {

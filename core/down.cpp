@@ -1,6 +1,7 @@
 #include "core/down.h"
 
 #include "core/fdtable.h"
+#include "core/fork_path.h"
 #include "core/libc.h"
 #include "core/log.h"
 #include "core/own_fd.h"
@@ -17,7 +18,7 @@
 namespace ferry {
 
 namespace {
-std::atomic<long> g_alive{0};
+FERRY_FORK_DATA constinit std::atomic<long> g_alive{0};  // read at every fork
 }  // namespace
 
 Link::Link() noexcept { g_alive.fetch_add(1, std::memory_order_relaxed); }

@@ -16,8 +16,9 @@
 #define FERRY_FORK_PATH __attribute__((section(".text.sorted.ferry_fork")))
 
 // Likewise for data: a variable a forked process writes (the first write to a page
-// shared with the parent or a child copies it) lives in this one section, next to the
-// others. core/fork_page.ld makes the section one page of its own, the counters first
+// shared with the parent or a child copies it), or that the fork handlers and a forked
+// child's close and exit read (each page a new process first touches costs it, under a
+// hypervisor that shadows page tables), lives in this one section, next to the others. core/fork_page.ld makes the section one page of its own, the counters first
 // (FERRY_FORK_COUNTERS), and the link fails if it outgrows the page.
 #define FERRY_FORK_DATA __attribute__((section("ferry_fork_data")))
 #define FERRY_FORK_COUNTERS __attribute__((section("ferry_fork_data.counters")))

@@ -29,7 +29,7 @@ namespace {
 
 // Sockets keep_inherited() parked: references never let go (their storage is never
 // destroyed, not even at exit).
-constexpr int kParked = 64;
+constexpr int kParked = 24;
 FERRY_FORK_DATA alignas(std::shared_ptr<Socket>) unsigned char g_parked[kParked * sizeof(std::shared_ptr<Socket>)];
 FERRY_FORK_DATA std::atomic<int> g_parked_count{0};
 
@@ -43,7 +43,7 @@ struct Held {
 };
 // In the data a forked child writes anyway: the parent writes it at every fork.
 FERRY_FORK_DATA alignas(Held) unsigned char g_held_storage[sizeof(Held)];
-Held* g_held = nullptr;
+FERRY_FORK_DATA Held* g_held = nullptr;
 
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).

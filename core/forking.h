@@ -41,7 +41,7 @@ void install() noexcept;
 // to undo: upgrade::release leaves the parent's objects alone) and would write into
 // pages the child shares with its parent (the reference count, the object, malloc's
 // free lists), each write a page copied. A server's child closes the listener and the
-// parent's other connections; a few dozen are kept, the rest let go.
+// parent's other connections; two dozen are kept, the rest let go.
 FERRY_FORK_PATH bool keep_inherited(std::shared_ptr<Socket>& s) noexcept;
 
 // One fresh T, made in the parent ahead of each fork for the child to take. The parent

@@ -1,6 +1,7 @@
 #include "core/handoff.h"
 
 #include "core/fdtable.h"
+#include "core/fork_path.h"
 #include "core/libc.h"
 #include "core/link.h"
 #include "core/lock.h"
@@ -65,11 +66,11 @@ struct Owner final : poller::Watcher {
 
 namespace {
 
-Owner* g_owner = nullptr;  // this process's board, made at its first fork with upgraded connections
-Lock g_make;
+FERRY_FORK_DATA Owner* g_owner = nullptr;  // this process's board, made at its first fork with upgraded connections
+FERRY_FORK_DATA constinit Lock g_make;
 // The boards whose connections this process holds, as a descendant (counted as a
 // holder on each).
-std::vector<Owner*>* g_holding = nullptr;
+FERRY_FORK_DATA std::vector<Owner*>* g_holding = nullptr;
 // The boards a child about to be forked will hold, counted for it by the parent before
 // the fork (so that no close of the parent's can run before the count), and the last
 // fork's, uncounted if that fork failed. The forking thread's own: threads may fork at

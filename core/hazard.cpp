@@ -9,9 +9,9 @@
 namespace ferry::hazard {
 namespace detail {
 thread_local constinit Record* t_record = nullptr;
-std::atomic<bool> g_pending{false};
+FERRY_FORK_DATA constinit std::atomic<bool> g_pending{false};
 std::atomic<void*> g_waiting[kWaitingCells] = {};
-std::atomic<bool> g_many{false};
+FERRY_FORK_DATA constinit std::atomic<bool> g_many{false};
 }  // namespace detail
 
 using detail::g_pending;
@@ -23,7 +23,7 @@ namespace {
 // thread that loads ferry takes it at start, so a child forked from that thread (a
 // server's worker) announces into a page it copies regardless, and takes no record.
 FERRY_FORK_DATA constinit Record g_first;
-std::atomic<Record*> g_records{&g_first};
+FERRY_FORK_DATA constinit std::atomic<Record*> g_records{&g_first};
 
 struct Retired {
   void* p;

@@ -1,5 +1,7 @@
 #include "core/libc.h"
 
+#include "core/fork_path.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -65,7 +67,7 @@ void resolve_all() {
 
 void resolve_libc() noexcept { pthread_once(&resolved, resolve_all); }
 
-Libc real = {
+FERRY_FORK_DATA Libc real = {
 #define FERRY_LIBC(R, name, ...) &first_call<&Libc::name, R __VA_OPT__(, ) __VA_ARGS__>,
 #include "core/libc_functions.def"
 #undef FERRY_LIBC

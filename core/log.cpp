@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "core/config.h"
+#include "core/fork_path.h"
 #include "core/libc.h"
 #include "core/own_fd.h"
 
@@ -18,17 +19,17 @@
 
 namespace ferry::log {
 
-constinit std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
+FERRY_FORK_DATA constinit std::atomic<int> g_level{static_cast<int>(LogLevel::warn)};
 
 namespace {
 
-constinit std::atomic<int> g_fd{-1};
+FERRY_FORK_DATA constinit std::atomic<int> g_fd{-1};
 // Writers between reading g_fd and their write's end: a move waits for them.
-constinit std::atomic<int> g_users{0};
+FERRY_FORK_DATA constinit std::atomic<int> g_users{0};
 // A forked child's log file (FERRY_LOG_FILE with %p) is opened by its first write, not
 // at the fork: most children of a forking server never log.
 enum : int { kOpen, kReopen, kReopening };
-constinit std::atomic<int> g_reopen{kOpen};
+FERRY_FORK_DATA constinit std::atomic<int> g_reopen{kOpen};
 
 const char* level_name(LogLevel l) {
   switch (l) {
