@@ -123,7 +123,7 @@ void closefrom(int lowfd) noexcept {
   for (int fd : fds) close(fd);
 }
 
-long fcntl(int fd, int cmd, void* arg) noexcept {
+FERRY_IO_PATH long fcntl(int fd, int cmd, void* arg) noexcept {
   if (ours(fd)) return -EBADF;
   long r = sys(real.fcntl(fd, cmd, arg));
   if (r < 0) return r;
@@ -143,7 +143,7 @@ long fcntl(int fd, int cmd, void* arg) noexcept {
   return r;
 }
 
-long ioctl(int fd, unsigned long request, void* arg) noexcept {
+FERRY_IO_PATH long ioctl(int fd, unsigned long request, void* arg) noexcept {
   if ((request == FIONREAD || request == SIOCOUTQ || request == SIOCOUTQNSD) && arg) {
     if (SocketRef s = fd_table().get(fd); s && handoff::carried(*s)) {
       long n = request == FIONREAD ? stream::readable(fd, *s) : stream::unsent(fd, *s);

@@ -23,7 +23,7 @@ bool is_tcp(int domain, int type, int protocol) {
          (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-void track(int fd, SocketRef s) {
+FERRY_IO_PATH void track(int fd, SocketRef s) {
   if (!fd_table().set(fd, std::move(s))) {
     FERRY_LOG(warn, "fdtable", "fd %d: out of memory for the fd table; socket left untracked", fd);
     return;
@@ -44,7 +44,7 @@ void stayed_on_tcp(int fd, Socket& s) {
 // nothing to settle and costs no extra lookup.
 std::atomic<int> g_connecting{0};
 
-void connected(int fd, const SocketRef& s) {
+FERRY_IO_PATH void connected(int fd, const SocketRef& s) {
   if (s->role() == Role::connecting) g_connecting.fetch_sub(1, std::memory_order_relaxed);
   s->set_role(Role::active);
   stats::add(stats::g.connections_active, 1);
@@ -60,7 +60,7 @@ int64_t timeval_us(const void* val, socklen_t len) {
 
 }  // namespace
 
-long socket(int domain, int type, int protocol) noexcept {
+FERRY_IO_PATH long socket(int domain, int type, int protocol) noexcept {
   long fd = sys(real.socket(domain, type, protocol));
   if (fd >= 0 && config().enable && is_tcp(domain, type, protocol)) {
     auto s = make_socket(domain, Role::fresh);
@@ -87,7 +87,7 @@ long listen(int fd, int backlog) noexcept {
 }
 
 namespace {
-long accepted(int listener, long fd, int flags) {
+FERRY_IO_PATH long accepted(int listener, long fd, int flags) {
   if (fd < 0) return fd;
   // Borrowed: a forking server accepts between forks, and a reference count is a write
   // to a page the last child shares.
@@ -112,15 +112,15 @@ long accepted(int listener, long fd, int flags) {
 }
 }  // namespace
 
-long accept(int fd, sockaddr* addr, socklen_t* len) noexcept {
+FERRY_IO_PATH long accept(int fd, sockaddr* addr, socklen_t* len) noexcept {
   return accepted(fd, sys(real.accept(fd, addr, len)), 0);
 }
 
-long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
+FERRY_IO_PATH long accept4(int fd, sockaddr* addr, socklen_t* len, int flags) noexcept {
   return accepted(fd, sys(real.accept4(fd, addr, len, flags)), flags);
 }
 
-long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
+FERRY_IO_PATH long connect(int fd, const sockaddr* addr, socklen_t len) noexcept {
   long r = sys(real.connect(fd, addr, len));
   if (r == 0 || r == -EINPROGRESS || r == -EISCONN) {
     if (SocketRef s = fd_table().get(fd)) {
@@ -145,12 +145,12 @@ void settle_connect(int fd) noexcept {
   if (real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) connected(fd, s);
 }
 
-long shutdown(int fd, int how) noexcept {
+FERRY_IO_PATH long shutdown(int fd, int how) noexcept {
   if (SocketRef s = fd_table().get(fd); s && handoff::carried(*s)) return stream::shutdown(fd, *s, how);
   return sys(real.shutdown(fd, how));
 }
 
-long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
+FERRY_IO_PATH long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
   long r = sys(real.getsockopt(fd, level, name, val, len));
   // A non-blocking connect is settled when the app collects its SO_ERROR.
   if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && *len >= sizeof(int) && *static_cast<int*>(val) == 0) {
@@ -159,7 +159,7 @@ long getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept
   return r;
 }
 
-long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
+FERRY_IO_PATH long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
   long r = sys(real.setsockopt(fd, level, name, val, len));
   // A socket on kernel TCP for good needs none of these: the kernel applies them.
   if (r != 0 || fd_table().marked(fd)) return r;
@@ -183,7 +183,11 @@ long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noe
   return r;
 }
 
-long getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept { return sys(real.getsockname(fd, addr, len)); }
-long getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept { return sys(real.getpeername(fd, addr, len)); }
+FERRY_IO_PATH long getsockname(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  return sys(real.getsockname(fd, addr, len));
+}
+FERRY_IO_PATH long getpeername(int fd, sockaddr* addr, socklen_t* len) noexcept {
+  return sys(real.getpeername(fd, addr, len));
+}
 
 }  // namespace ferry::api

@@ -8,9 +8,10 @@
 // listener, the parent's other connections), so that the child faults once for the
 // code, not once per module.
 //
-// The sections are `.text.sorted.*`: GNU ld's default script sorts those by name, so
-// each group is one run of text whatever the order of the objects that hold its parts
-// (core/io_path.h's group is the other).
+// The sections are `.text.sorted.*`, which core/fork_page.ld gathers at the start of
+// the library's text (and GNU ld's default script would sort by name anyway), so each
+// group is one run of text whatever the order of the objects that hold its parts
+// (core/io_path.h's group is the other, right after this one).
 #pragma once
 
 #define FERRY_FORK_PATH __attribute__((section(".text.sorted.ferry_fork")))

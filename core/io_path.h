@@ -1,5 +1,7 @@
-// The calls a program makes for every request it serves (read, write, send, recv,
-// epoll_ctl, epoll_wait, poll...), gathered in one place of libferry's text.
+// The calls a program makes for every connection and request it serves (accept,
+// setsockopt, fcntl, read, write, send, recv, epoll_ctl, epoll_wait, poll...), gathered
+// in one place of libferry's text (core/fork_page.ld puts it right after the fork
+// path's, with the library code they use).
 //
 // On a connection that stays on kernel TCP, ferry's part of such a call is a few
 // loads and a branch; what it costs beyond its instructions is the pages it touches.

@@ -3,7 +3,7 @@
 
 #include <stdarg.h>
 
-FERRY_EXPORT int close(int fd) {
+FERRY_EXPORT FERRY_FORK_PATH int close(int fd) {
   return FERRY_RESULT(int, close(fd));
 }
 
@@ -35,17 +35,17 @@ FERRY_EXPORT int dup3(int fd, int newfd, int flags) {
   void* var = va_arg(ap, void*);    \
   va_end(ap)
 
-FERRY_EXPORT int fcntl(int fd, int cmd, ...) {
+FERRY_EXPORT FERRY_IO_PATH int fcntl(int fd, int cmd, ...) {
   FERRY_ONE_VARARG(cmd, arg);
   return FERRY_RESULT(int, fcntl(fd, cmd, arg));
 }
 
-FERRY_EXPORT int fcntl64(int fd, int cmd, ...) {
+FERRY_EXPORT FERRY_IO_PATH int fcntl64(int fd, int cmd, ...) {
   FERRY_ONE_VARARG(cmd, arg);
   return FERRY_RESULT(int, fcntl(fd, cmd, arg));
 }
 
-FERRY_EXPORT int ioctl(int fd, unsigned long request, ...) {
+FERRY_EXPORT FERRY_IO_PATH int ioctl(int fd, unsigned long request, ...) {
   FERRY_ONE_VARARG(request, arg);
   return FERRY_RESULT(int, ioctl(fd, request, arg));
 }
