@@ -114,6 +114,11 @@ forks() {
   pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
   timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" > "$logs/$tag.out" 2>&1
   note fork_rate "$setup" "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+  if [ "$setup" = plain ]; then  # the floor, beside plain: a preloaded library that does nothing
+    tag=fork.empty.$r
+    timeout -k 5 $limit env LD_PRELOAD="$build/libempty_preload.so" "$build/fork_rate" "$secs" > "$logs/$tag.out" 2>&1
+    note fork_rate_floor empty "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+  fi
 }
 
 # A throwaway copy of the template cluster, owned by nobody (PostgreSQL refuses root).
@@ -181,6 +186,10 @@ for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps fo
   done
   echo
 done
+if [ -s "$res/fork_rate_floor.empty" ]; then
+  awk -v a="$(median < "$res/fork_rate.plain")" -v b="$(median < "$res/fork_rate_floor.empty")" \
+    'BEGIN {printf "fork_rate under an empty preloaded library (the floor for any LD_PRELOAD): %s, %.3f of plain\n", b, b / a}'
+fi
 # Every connection above must have stayed on TCP: ferry's counters say so.
 echo
 echo "ferry's counters over all runs (clients and servers): upgraded, and why connections stayed on TCP"
