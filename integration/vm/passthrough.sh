@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What ferry costs a connection that stays on kernel TCP. Runs each workload under each
 # setup, setups in alternating order run by run, and prints the medians of RUNS runs
-# and each setup's ratio to plain. Natively (loopback, never upgraded) or inside the
+# and each setup's ratio to plain (the median of the runs' ratios, each run's setups
+# side by side). Natively (loopback, never upgraded) or inside the
 # test bed over $TESTBED_IP (upgrades refused). Never fails on a number.
 #   passthrough.sh BUILD_DIR RUNS SECONDS native|vm PG_TEMPLATE [WORKLOADS [OUT_DIR]]
 # WORKLOADS: any of redis iperf3 pgbench fork (default all); OUT_DIR: default $VM_OUT.
@@ -166,7 +167,7 @@ rm -rf "$pg"
 
 median() { sort -g | awk 'NF {v[++n]=$1} END {if (!n) print "-"; else print (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2}'; }
 all=$(echo "$pg_setups" | wc -w)
-printf '\n%s: medians of %d runs of %ds; ratios setup/plain\n' "$where" "$runs" "$secs"
+printf '\n%s: medians of %d runs of %ds; ratios: the median of the runs'"'"' setup/plain\n' "$where" "$runs" "$secs"
 printf '%-16s' metric
 for s in $pg_setups; do printf ' %10s' "$s"; done
 for s in $pg_setups; do [ "$s" != plain ] && printf ' %10s' "$s/plain"; done
@@ -181,14 +182,18 @@ for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps fo
   done
   for s in $pg_setups; do
     [ "$s" = plain ] && continue
-    v=$( [ -s "$res/$m.$s" ] && median < "$res/$m.$s" || echo -)
-    awk -v a="$base" -v b="$v" 'BEGIN {if (a + 0 > 0 && b != "-") printf " %10.3f", b / a; else printf " %10s", "-"}'
+    # Run r's ratio pairs the two setups' r-th runs, made minutes apart at most: the
+    # host's drift over the whole benchmark (a third, some days) cancels out.
+    v=$( [ -s "$res/$m.$s" ] && paste "$res/$m.plain" "$res/$m.$s" |
+      awk '$1 + 0 > 0 && $2 != "" {print $2 / $1}' | median || echo -)
+    awk -v v="$v" 'BEGIN {if (v != "-") printf " %10.3f", v; else printf " %10s", "-"}'
   done
   echo
 done
 if [ -s "$res/fork_rate_floor.empty" ]; then
-  awk -v a="$(median < "$res/fork_rate.plain")" -v b="$(median < "$res/fork_rate_floor.empty")" \
-    'BEGIN {printf "fork_rate under an empty preloaded library (the floor for any LD_PRELOAD): %s, %.3f of plain\n", b, b / a}'
+  floor=$(median < "$res/fork_rate_floor.empty")
+  ratio=$(paste "$res/fork_rate.plain" "$res/fork_rate_floor.empty" | awk '$1 + 0 > 0 {print $2 / $1}' | median)
+  printf 'fork_rate under an empty preloaded library (the floor for any LD_PRELOAD): %s, %.3f of plain\n' "$floor" "$ratio"
 fi
 # Every connection above must have stayed on TCP: ferry's counters say so.
 echo
