@@ -67,7 +67,9 @@ void resolve_all() {
 
 void resolve_libc() noexcept { pthread_once(&resolved, resolve_all); }
 
-FERRY_FORK_DATA Libc real = {
+// Cache lines of its own: every call reads it, and the fork page holds data that
+// threads write (a thread's hazard record, the counters).
+FERRY_FORK_DATA alignas(64) Libc real = {
 #define FERRY_LIBC(R, name, ...) &first_call<&Libc::name, R __VA_OPT__(, ) __VA_ARGS__>,
 #include "core/libc_functions.def"
 #undef FERRY_LIBC
