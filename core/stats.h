@@ -1,5 +1,5 @@
 // Per-process counters. Relaxed atomic increments only. They live at the start of the
-// fork page, mapped from a named memory file, so `ferry stat PID` can read them from a
+// fork page (core/fork_page.ld), where `ferry stat PID` finds and reads them in a
 // running process, and FERRY_STATS=1 prints them at exit.
 #pragma once
 
@@ -49,10 +49,10 @@ namespace ferry::stats {
 
 constexpr uint64_t kMagic = 0x3276617473797266;  // "frystav2"
 
-// At the start of the fork page (core/fork_path.h): publish() maps a named memory file
-// over that page, so the hot path addresses the counters directly with no pointer to
-// follow, and a forked process's writes to them cost no page but the one it writes
-// anyway. Whole cache lines: the data after them is read by every lock.
+// At the start of the fork page (core/fork_path.h): the hot path addresses the counters
+// directly with no pointer to follow, and a forked process's writes to them cost no
+// page but the one it writes anyway. Whole cache lines: the data after them is read by
+// every lock.
 struct alignas(64) Counters {
   uint64_t magic = kMagic;
   uint64_t pid = 0;
@@ -64,17 +64,14 @@ static_assert(sizeof(Counters) <= 1024);
 
 extern Counters g;
 
-// Moves the fork page, g and all, values kept, onto a mapping named "ferry-stats" that
-// another process finds in /proc/PID/maps and reads through /proc/PID/mem (g is at its
-// start). The mapping is private: a forked
-// child gets its own copy with the fork, which after_fork_child() starts from zero (a
-// write to one page, no system call; its pid is left 0, for whoever prints them to
-// fill in).
-void publish(long pid) noexcept;
+// In a forked child: its own counters, from zero (on the page the fork makes it write
+// anyway; its pid is left 0, for whoever prints them to fill in).
 FERRY_FORK_PATH void after_fork_child() noexcept;
 
 // Reads the counters of a running ferry process (out.pid is pid); "" on success, else
-// why not.
+// why not. They are found as a debugger would find a variable: the objects the process
+// mapped (/proc/PID/maps), the one whose section headers have the fork page, read
+// through /proc/PID/mem.
 std::string read_process(long pid, Counters& out);
 
 inline void add(std::atomic<uint64_t>& c, uint64_t n) noexcept { c.fetch_add(n, std::memory_order_relaxed); }

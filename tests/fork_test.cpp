@@ -171,8 +171,8 @@ TEST(Fork, TheDataAForkWritesIsOnOnePage) {
   const auto sets = reinterpret_cast<uintptr_t>(&epoll_sets());
   EXPECT_TRUE(table >= first && table <= last);
   EXPECT_TRUE(sets >= first && sets <= last);
-  // The counters open the page (the ferry-stats mapping starts there), and the page is
-  // one of its own.
+  // The counters open the page (`ferry stat` reads them there), and the page is one of
+  // its own.
   EXPECT_EQ(reinterpret_cast<uintptr_t>(&stats::g), first);
   EXPECT_EQ(first % 4096, 0u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(__stop_ferry_fork_data) % 4096, 0u);

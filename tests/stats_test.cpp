@@ -9,11 +9,11 @@
 namespace ferry::stats {
 namespace {
 
-TEST(Stats, PublishedCountersAreReadableFromOutside) {
+// Found as a debugger finds a variable: through the section headers of the object
+// that holds them (here the test program itself).
+TEST(Stats, CountersAreReadableFromOutside) {
   add(g.bytes_tcp_sent, 5);
   uint64_t before = g.bytes_tcp_sent.load();
-  publish(getpid());
-  EXPECT_EQ(g.bytes_tcp_sent.load(), before);  // values kept across the switch
   add(g.bytes_tcp_sent, 1000);
   static Counters seen;
   ASSERT_EQ(read_process(getpid(), seen), "");
@@ -23,7 +23,6 @@ TEST(Stats, PublishedCountersAreReadableFromOutside) {
 }
 
 TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
-  publish(getpid());
   add(g.connections_passive, 3);
   uint64_t parent = g.connections_passive.load();
   int ready[2], done[2];
