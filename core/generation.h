@@ -3,8 +3,6 @@
 // (core/forking.cpp), in the data a forked child writes anyway.
 #pragma once
 
-#include "core/fork_path.h"
-
 #include <atomic>
 #include <cstdint>
 

@@ -31,7 +31,6 @@ void start() noexcept {
     FERRY_LOG(info, "runtime", "FERRY_ENABLE=0: passthrough only");
     return;
   }
-  stats::g.pid = static_cast<uint64_t>(getpid());
   // The tables' first leaves (fds from kLow to 1,023), made here rather than at first
   // use: a forked child (a server's worker) then shares them with its parent and copies
   // one page at its first write, instead of zero-filling a new leaf of seven pages, each
@@ -48,7 +47,7 @@ void start() noexcept {
 
 void finish() noexcept {
   if (!config().stats) return;
-  if (stats::g.pid == 0) stats::g.pid = static_cast<uint64_t>(getpid());  // a forked child's
+  if (stats::g.pid == 0) stats::g.pid = static_cast<uint64_t>(getpid());  // asked only now
   std::string text = stats::format(stats::g);
   log::write_raw(text.data(), text.size());
 }
