@@ -11,6 +11,7 @@
 #include "core/hazard.h"
 #include "core/socket.h"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstddef>
@@ -123,7 +124,26 @@ class FdMap {
   void for_each(F&& f) const;
   size_t size() const noexcept;
 
+  // True when every node's value-initialized state is all zero bits, the state of the
+  // kernel's zero pages nodes are made of (see fdmap_detail::make_node).
+  static bool empty_nodes_are_zero_bits() noexcept {
+    return zero_bits<Top>() && zero_bits<Mid>() && zero_bits<Leaf>();
+  }
+
  private:
+  template <class Node>
+  static bool zero_bits() noexcept {
+    constexpr std::align_val_t kAlign{alignof(Node)};
+    auto* raw = static_cast<unsigned char*>(::operator new(sizeof(Node), kAlign, std::nothrow));
+    if (!raw) return false;
+    std::fill(raw, raw + sizeof(Node), static_cast<unsigned char>(0xa5));
+    Node* n = new (raw) Node{};
+    const bool zero = std::all_of(raw, raw + sizeof(Node), [](unsigned char c) { return c == 0; });
+    n->~Node();
+    ::operator delete(raw, kAlign);
+    return zero;
+  }
+
   static constexpr int kLeafBits = 10, kMidBits = 10, kTopBits = 11;
   static constexpr int kLeaf = 1 << kLeafBits, kMid = 1 << kMidBits, kTop = 1 << kTopBits;
   static_assert(kLeafBits + kMidBits + kTopBits == 31, "the table must cover every non-negative int");
@@ -234,6 +254,41 @@ void FdMap<T>::for_each(F&& f) const {
   });
 }
 
+namespace fdmap_detail {
+// The tree's nodes are pages of their own from the kernel, not the heap's. Zero pages
+// are a node in its value-initialized state (every member is an atomic whose zero bits
+// are its empty value; FdMap.ANodeIsZeroPages checks it), so making one writes nothing,
+// and a page of it is present only once the table writes there. A process whose fds are
+// low then holds one page of each node, not the 13 pages of a top, a mid and a leaf;
+// each of its forks copies that many page-table entries fewer, and its heap is the
+// program's alone.
+void* map_pages(size_t bytes) noexcept;
+void unmap_pages(void* p, size_t bytes) noexcept;
+
+template <class Node>
+Node* make_node() noexcept {
+  return std::launder(static_cast<Node*>(map_pages(sizeof(Node))));
+}
+template <class Node>
+void free_node(Node* n) noexcept {
+  if (!n) return;
+  n->~Node();
+  unmap_pages(n, sizeof(Node));
+}
+
+// The node behind `slot`, made (once, whichever thread wins) if missing.
+template <class Node>
+Node* node_at(std::atomic<Node*>& slot) noexcept {
+  Node* n = slot.load(std::memory_order_acquire);
+  if (n) return n;
+  Node* fresh = make_node<Node>();
+  if (!fresh) return nullptr;
+  if (slot.compare_exchange_strong(n, fresh, std::memory_order_acq_rel)) return fresh;
+  free_node(fresh);  // another thread grew it first; n now holds theirs
+  return n;
+}
+}  // namespace fdmap_detail
+
 template <class T>
 FdMap<T>::~FdMap() {
   Top* top = top_.load();
@@ -241,25 +296,11 @@ FdMap<T>::~FdMap() {
   for (auto& t : top->mids) {
     Mid* m = t.load();
     if (!m) continue;
-    for (auto& l : m->leaves) delete l.load();
-    delete m;
+    for (auto& l : m->leaves) fdmap_detail::free_node(l.load());
+    fdmap_detail::free_node(m);
   }
-  delete top;
+  fdmap_detail::free_node(top);
 }
-
-namespace fdmap_detail {
-// The node behind `slot`, allocated (once, whichever thread wins) if missing.
-template <class Node>
-Node* node_at(std::atomic<Node*>& slot) noexcept {
-  Node* n = slot.load(std::memory_order_acquire);
-  if (n) return n;
-  Node* fresh = new (std::nothrow) Node;
-  if (!fresh) return nullptr;
-  if (slot.compare_exchange_strong(n, fresh, std::memory_order_acq_rel)) return fresh;
-  delete fresh;  // another thread grew it first; n now holds theirs
-  return n;
-}
-}  // namespace fdmap_detail
 
 template <class T>
 typename FdMap<T>::At FdMap<T>::at_or_grow(int fd) noexcept {

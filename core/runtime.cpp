@@ -32,9 +32,8 @@ void start() noexcept {
     return;
   }
   // The tables' first leaves (fds from kLow to 1,023), made here rather than at first
-  // use: a forked child (a server's worker) then shares them with its parent and copies
-  // one page at its first write, instead of zero-filling a new leaf of seven pages, each
-  // a page fault.
+  // use: a forked child (a server's worker) then shares them with its parent and
+  // writes one page at its first bind, instead of making a top, a mid and a leaf.
   fd_table().reserve(FdTable::kLow);
   epoll_sets().reserve(FdTable::kLow);
   hazard::take_first();  // this thread's record, which its forked children inherit

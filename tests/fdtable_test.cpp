@@ -1,6 +1,8 @@
 // The table as a data structure: growth, replacement, ranges, concurrency.
 #include "core/fdtable.h"
 
+#include "core/epoll_set.h"
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
@@ -78,6 +80,13 @@ TEST(FdTable, ReserveMakesTheLeafAndBindsNothing) {
   ASSERT_TRUE(t.set(7, a));
   EXPECT_EQ(t.get(7), a);
   EXPECT_EQ(t.size(), 1u);
+}
+
+// Nodes are fresh zero pages, never written when made: that is only right if zero bits
+// are each node's empty state.
+TEST(FdTable, ANodeIsZeroPages) {
+  EXPECT_TRUE(FdTable::empty_nodes_are_zero_bits());
+  EXPECT_TRUE(FdMap<EpollSet>::empty_nodes_are_zero_bits());
 }
 
 TEST(FdTable, NoCeilingBelowIntMax) {
