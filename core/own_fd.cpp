@@ -22,6 +22,11 @@ FERRY_FORK_DATA std::mutex g_move_mu;
 // Serializes changes of the table.
 FERRY_FORK_DATA std::mutex g_mu;
 
+// No descriptor below it was ever ferry's (INT_MAX while none was): the program's own
+// low descriptors, nearly every one it closes, are told apart without reading the
+// registry (a forked child that closes its listener then reads no page but this one).
+FERRY_FORK_DATA std::atomic<int> g_lowest{INT_MAX};
+
 struct Registry {
   FdMap<Entry> table;
 };
@@ -30,6 +35,12 @@ struct Registry {
 FERRY_FORK_PATH Registry& reg() {
   static Registry* r = new Registry;
   return *r;
+}
+
+// Under g_mu.
+void bind(int fd, std::shared_ptr<Entry> e) noexcept {
+  if (fd < g_lowest.load(std::memory_order_relaxed)) g_lowest.store(fd, std::memory_order_seq_cst);
+  reg().table.set(fd, std::move(e));
 }
 
 }  // namespace
@@ -52,7 +63,7 @@ void add(int fd, Mover move) noexcept {
   auto e = std::shared_ptr<Entry>(new (std::nothrow) Entry{std::move(move)});
   if (!e) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  reg().table.set(fd, std::move(e));
+  bind(fd, std::move(e));
 }
 
 int adopt(int fd, Mover move) noexcept {
@@ -78,7 +89,9 @@ int release(const std::atomic<int>& fd) noexcept {
   return n;
 }
 
-bool owns(int fd) noexcept { return reg().table.tracked(fd); }
+bool owns(int fd) noexcept {
+  return fd >= g_lowest.load(std::memory_order_seq_cst) && reg().table.tracked(fd);
+}
 
 bool make_way(int fd) noexcept {
   std::lock_guard<std::mutex> moving(g_move_mu);
@@ -90,13 +103,15 @@ bool make_way(int fd) noexcept {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     reg().table.take(fd);
-    reg().table.set(to, e);
+    bind(to, e);
   }
   real.close(fd);
   return true;
 }
 
 void around(unsigned first, unsigned last, const std::function<void(unsigned, unsigned)>& f) {
+  const int lowest = g_lowest.load(std::memory_order_seq_cst);
+  if (lowest == INT_MAX || static_cast<unsigned>(lowest) > last) return f(first, last);
   std::vector<unsigned> mine;
   reg().table.for_each([&](int fd, const std::shared_ptr<Entry>&) {
     unsigned u = static_cast<unsigned>(fd);

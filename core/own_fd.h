@@ -42,7 +42,8 @@ void add(int fd, Mover move) noexcept;
 int release(const std::atomic<int>& fd) noexcept;
 void forget(int fd) noexcept;
 
-// Whether fd is one of ferry's. Lock-free.
+// Whether fd is one of ferry's. Lock-free; below the lowest number ferry ever had
+// (every number, in a process where ferry has none), one read of the fork page.
 FERRY_FORK_PATH bool owns(int fd) noexcept;
 // Makes fd free of ferry (moves ferry's descriptor away, closing the number). True when
 // fd is not ferry's afterwards.
