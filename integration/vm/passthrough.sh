@@ -76,20 +76,46 @@ stop() {  # stop PID [SIGNAL]
 
 note() { echo "$3" >> "$res/$1.$2"; }  # note METRIC SETUP VALUE
 
+median() { sort -g | awk 'NF {v[++n]=$1} END {if (!n) print "-"; else print (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2}'; }
+
+# redis and pgbench: every setup's server up at once, then short bursts of requests,
+# the setups taking turns; each setup's figure for the run is the median of its bursts.
+# Run one after the other, whole runs of redis-benchmark met a host that had drifted
+# (per-run ratios from 0.67 to 1.04 in one benchmark); bursts side by side meet the
+# same host.
+bursts=5
+burst() { echo "$3" >> "$res/bursts.$1.$2"; }  # burst METRIC SETUP VALUE
+noted_bursts() {  # noted_bursts METRIC: each setup's median burst, noted for the run
+  local s
+  for s in $pg_setups; do
+    [ -s "$res/bursts.$1.$s" ] && note "$1" "$s" "$(median < "$res/bursts.$1.$s")"
+    rm -f "$res/bursts.$1.$s"
+  done
+}
 redis() {
-  local setup=$1 server
-  port=$((port + 1)); tag=redis.$setup.$r
-  side "$setup" server
-  "${pre[@]}" redis-server --port $port --bind "$ip" --protected-mode no --save '' --appendonly no \
-    > "$logs/$tag.server.out" 2>&1 &
-  server=$!
-  wait_listen $port
-  side "$setup" client
-  timeout -k 5 $limit "${pre[@]}" redis-benchmark -h "$ip" -p $port -c 10 -n "$redis_n" -t set,get --csv \
-    > "$logs/$tag.out" 2>&1
-  stop $server
-  note redis_set_rps "$setup" "$(awk -F'"' '$2 == "SET" {print $4}' "$logs/$tag.out")"
-  note redis_get_rps "$setup" "$(awk -F'"' '$2 == "GET" {print $4}' "$logs/$tag.out")"
+  local s b server servers=()
+  declare -A at
+  for s in $setups; do
+    port=$((port + 1)); at[$s]=$port; tag=redis.$s.$r
+    side "$s" server
+    "${pre[@]}" redis-server --port $port --bind "$ip" --protected-mode no --save '' --appendonly no \
+      > "$logs/$tag.server.out" 2>&1 &
+    servers+=($!)
+    wait_listen $port
+  done
+  for b in $(seq $bursts); do
+    for s in $(order "$setups" $((r + b))); do
+      tag=redis.$s.$r.$b
+      side "$s" client
+      timeout -k 5 $limit "${pre[@]}" redis-benchmark -h "$ip" -p ${at[$s]} -c 10 -n $((redis_n / bursts)) \
+        -t set,get --csv > "$logs/$tag.out" 2>&1
+      burst redis_set_rps "$s" "$(awk -F'"' '$2 == "SET" {print $4}' "$logs/$tag.out")"
+      burst redis_get_rps "$s" "$(awk -F'"' '$2 == "GET" {print $4}' "$logs/$tag.out")"
+    done
+  done
+  for server in "${servers[@]}"; do stop $server; done
+  noted_bursts redis_set_rps
+  noted_bursts redis_get_rps
 }
 
 iperf() {
@@ -122,36 +148,52 @@ forks() {
   fi
 }
 
-# A throwaway copy of the template cluster, owned by nobody (PostgreSQL refuses root).
+# Throwaway copies of the template cluster, one per setup, owned by nobody (PostgreSQL
+# refuses root).
 pg=$(mktemp -d)
 chmod 755 "$pg"
-cp -a "$template/data" "$pg/data"
+for s in $pg_setups; do cp -a "$template/data" "$pg/$s"; done
 chown -R nobody "$pg"
 
-pg_start() {  # pg_start SETUP: the postmaster's pid in $pgpid
+pg_start() {  # pg_start SETUP [nostats]: the postmaster's pid in $pgpid
   side "$1" server
-  "${as_nobody[@]}" "${pre[@]}" "$pg_bin/postgres" -D "$pg/data" -p $port -k "$pg" -c "listen_addresses=$ip" \
+  [ "${2:-}" = nostats ] && pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
+  "${as_nobody[@]}" "${pre[@]}" "$pg_bin/postgres" -D "$pg/$1" -p $port -k "$pg" -c "listen_addresses=$ip" \
     -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=30 \
     -c shared_buffers=32MB -c dynamic_shared_memory_type=mmap > "$logs/$tag.server.out" 2>&1 &
   pgpid=$!
   wait_listen $port
 }
 
-pgbench() {  # pgbench SETUP METRIC PGBENCH_ARGS...
-  local setup=$1 metric=$2
-  shift 2
-  port=$((port + 1)); tag=$metric.$setup.$r
-  pg_start "$setup"
-  side "$setup" client
-  timeout -k 5 $limit "${pre[@]}" "$pg_bin/pgbench" -h "$ip" -p $port -U postgres -n -T "$secs" "$@" postgres \
-    > "$logs/$tag.out" 2>&1
-  stop $pgpid INT
-  note "$metric" "$setup" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
+# With a connection per transaction (-C), the backends print no counters (a file of them
+# per backend would be part of the cost measured, as for fork_rate): the client's say
+# whether a connection upgraded.
+pgbench() {  # pgbench METRIC PGBENCH_ARGS...: in bursts, as redis
+  local metric=$1 s b pid pids=() stats=
+  shift
+  [[ " $* " = *" -C "* ]] && stats=nostats
+  declare -A at
+  for s in $pg_setups; do
+    port=$((port + 1)); at[$s]=$port; tag=$metric.$s.$r
+    pg_start "$s" $stats
+    pids+=($pgpid)
+  done
+  for b in $(seq $bursts); do
+    for s in $(order "$pg_setups" $((r + b))); do
+      tag=$metric.$s.$r.$b
+      side "$s" client
+      timeout -k 5 $limit "${pre[@]}" "$pg_bin/pgbench" -h "$ip" -p ${at[$s]} -U postgres -n \
+        -T $(((secs + bursts - 1) / bursts)) "$@" postgres > "$logs/$tag.out" 2>&1
+      burst "$metric" "$s" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
+    done
+  done
+  for pid in "${pids[@]}"; do stop $pid INT; done
+  noted_bursts "$metric"
 }
 
 "$build/ferry" true  # warm the page cache
-order() {  # order SETUPS: forward on odd runs, reversed on even ones
-  if [ $((r % 2)) -eq 1 ]; then echo "$1"; else echo "$1" | tr ' ' '\n' | tac | tr '\n' ' '; fi
+order() {  # order SETUPS [N]: forward when N (default: the run) is odd, else reversed
+  if [ $((${2:-$r} % 2)) -eq 1 ]; then echo "$1"; else echo "$1" | tr ' ' '\n' | tac | tr '\n' ' '; fi
 }
 for r in $(seq "$runs"); do
   echo "bench-passthrough: $where run $r of $runs" >&2
@@ -159,13 +201,12 @@ for r in $(seq "$runs"); do
   if [[ " $workloads " = *" iperf3 "* ]]; then for s in $(order "$setups"); do iperf "$s"; done; fi
   if [[ " $workloads " = *" fork "* ]]; then for s in $(order "$pg_setups"); do forks "$s"; done; fi
   if [[ " $workloads " = *" pgbench "* ]]; then
-    for s in $(order "$pg_setups"); do pgbench "$s" pgbench_S_tps -S -c 4 -j 2; done
-    for s in $(order "$pg_setups"); do pgbench "$s" pgbench_SC_tps -S -C -c 2 -j 2; done
+    pgbench pgbench_S_tps -S -c 4 -j 2
+    pgbench pgbench_SC_tps -S -C -c 2 -j 2
   fi
 done
 rm -rf "$pg"
 
-median() { sort -g | awk 'NF {v[++n]=$1} END {if (!n) print "-"; else print (n % 2) ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2}'; }
 all=$(echo "$pg_setups" | wc -w)
 printf '\n%s: medians of %d runs of %ds; ratios: the median of the runs'"'"' setup/plain\n' "$where" "$runs" "$secs"
 printf '%-16s' metric
