@@ -163,6 +163,9 @@ pg_start() {  # pg_start SETUP [nostats]: the postmaster's pid in $pgpid
     -c shared_buffers=32MB -c dynamic_shared_memory_type=mmap > "$logs/$tag.server.out" 2>&1 &
   pgpid=$!
   wait_listen $port
+  # Listening is not ready: a postmaster refuses connections until its start-up process
+  # is done, which in the test bed can take tens of seconds with every setup's starting.
+  for _ in $(seq 300); do "$pg_bin/pg_isready" -q -h "$ip" -p $port && return 0; sleep 0.2; done
 }
 
 # With a connection per transaction (-C), the backends print no counters (a file of them
