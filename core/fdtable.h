@@ -257,7 +257,7 @@ void FdMap<T>::for_each(F&& f) const {
 namespace fdmap_detail {
 // The tree's nodes are pages of their own from the kernel, not the heap's. Zero pages
 // are a node in its value-initialized state (every member is an atomic whose zero bits
-// are its empty value; FdMap.ANodeIsZeroPages checks it), so making one writes nothing,
+// are its empty value; FdTable.ANodeIsZeroPages checks it), so making one writes nothing,
 // and a page of it is present only once the table writes there. A process whose fds are
 // low then holds one page of each node, not the 13 pages of a top, a mid and a leaf;
 // each of its forks copies that many page-table entries fewer, and its heap is the
