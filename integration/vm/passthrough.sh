@@ -85,15 +85,29 @@ median() { sort -g | awk 'NF {v[++n]=$1} END {if (!n) print "-"; else print (n %
 # same host.
 bursts=5
 burst() { echo "$3" >> "$res/bursts.$1.$2"; }  # burst METRIC SETUP VALUE
-noted_bursts() {  # noted_bursts METRIC: each setup's median burst, noted for the run
-  local s
-  for s in $pg_setups; do
-    [ -s "$res/bursts.$1.$s" ] && note "$1" "$s" "$(median < "$res/bursts.$1.$s")"
-    rm -f "$res/bursts.$1.$s"
+turns() {  # turns SETUPS FN ARGS...: FN SETUP BURST ARGS... for each burst, setups in turn
+  local b s
+  for b in $(seq $bursts); do
+    for s in $(order "$1" $((r + b))); do "$2" "$s" "$b" "${@:3}"; done
   done
 }
+noted_bursts() {  # noted_bursts METRIC: each setup's median burst, noted for the run
+  local f
+  for f in "$res/bursts.$1".*; do
+    [ -s "$f" ] && note "$1" "${f##*.}" "$(median < "$f")"
+    rm -f "$f"
+  done
+}
+redis_burst() {  # redis_burst SETUP BURST (the server's port in at[SETUP])
+  tag=redis.$1.$r.$2
+  side "$1" client
+  timeout -k 5 $limit "${pre[@]}" redis-benchmark -h "$ip" -p ${at[$1]} -c 10 -n $((redis_n / bursts)) \
+    -t set,get --csv > "$logs/$tag.out" 2>&1
+  burst redis_set_rps "$1" "$(awk -F'"' '$2 == "SET" {print $4}' "$logs/$tag.out")"
+  burst redis_get_rps "$1" "$(awk -F'"' '$2 == "GET" {print $4}' "$logs/$tag.out")"
+}
 redis() {
-  local s b server servers=()
+  local s server servers=()
   declare -A at
   for s in $setups; do
     port=$((port + 1)); at[$s]=$port; tag=redis.$s.$r
@@ -103,16 +117,7 @@ redis() {
     servers+=($!)
     wait_listen $port
   done
-  for b in $(seq $bursts); do
-    for s in $(order "$setups" $((r + b))); do
-      tag=redis.$s.$r.$b
-      side "$s" client
-      timeout -k 5 $limit "${pre[@]}" redis-benchmark -h "$ip" -p ${at[$s]} -c 10 -n $((redis_n / bursts)) \
-        -t set,get --csv > "$logs/$tag.out" 2>&1
-      burst redis_set_rps "$s" "$(awk -F'"' '$2 == "SET" {print $4}' "$logs/$tag.out")"
-      burst redis_get_rps "$s" "$(awk -F'"' '$2 == "GET" {print $4}' "$logs/$tag.out")"
-    done
-  done
+  turns "$setups" redis_burst
   for server in "${servers[@]}"; do stop $server; done
   noted_bursts redis_set_rps
   noted_bursts redis_get_rps
@@ -155,7 +160,7 @@ chmod 755 "$pg"
 for s in $pg_setups; do cp -a "$template/data" "$pg/$s"; done
 chown -R nobody "$pg"
 
-pg_start() {  # pg_start SETUP [nostats]: the postmaster's pid in $pgpid
+pg_start() {  # pg_start SETUP [stats|nostats]: the postmaster's pid in $pgpid
   side "$1" server
   [ "${2:-}" = nostats ] && pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
   "${as_nobody[@]}" "${pre[@]}" "$pg_bin/postgres" -D "$pg/$1" -p $port -k "$pg" -c "listen_addresses=$ip" \
@@ -168,28 +173,28 @@ pg_start() {  # pg_start SETUP [nostats]: the postmaster's pid in $pgpid
   for _ in $(seq 300); do "$pg_bin/pg_isready" -q -h "$ip" -p $port && return 0; sleep 0.2; done
 }
 
-# With a connection per transaction (-C), the backends print no counters (a file of them
-# per backend would be part of the cost measured, as for fork_rate): the client's say
-# whether a connection upgraded.
-pgbench() {  # pgbench METRIC PGBENCH_ARGS...: in bursts, as redis
-  local metric=$1 s b pid pids=() stats=
-  shift
-  [[ " $* " = *" -C "* ]] && stats=nostats
+pgbench_burst() {  # pgbench_burst SETUP BURST METRIC PGBENCH_ARGS...
+  local setup=$1 b=$2 metric=$3
+  shift 3
+  tag=$metric.$setup.$r.$b
+  side "$setup" client
+  timeout -k 5 $limit "${pre[@]}" "$pg_bin/pgbench" -h "$ip" -p ${at[$setup]} -U postgres -n \
+    -T $(((secs + bursts - 1) / bursts)) "$@" postgres > "$logs/$tag.out" 2>&1
+  burst "$metric" "$setup" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
+}
+# SERVER_STATS nostats: the backends print no counters. With a connection per
+# transaction a file of them per backend would be part of the cost measured (as for
+# fork_rate); the clients' counters say whether a connection upgraded.
+pgbench() {  # pgbench METRIC SERVER_STATS(stats|nostats) PGBENCH_ARGS...: in bursts, as redis
+  local metric=$1 stats=$2 s pid pids=()
+  shift 2
   declare -A at
   for s in $pg_setups; do
     port=$((port + 1)); at[$s]=$port; tag=$metric.$s.$r
     pg_start "$s" $stats
     pids+=($pgpid)
   done
-  for b in $(seq $bursts); do
-    for s in $(order "$pg_setups" $((r + b))); do
-      tag=$metric.$s.$r.$b
-      side "$s" client
-      timeout -k 5 $limit "${pre[@]}" "$pg_bin/pgbench" -h "$ip" -p ${at[$s]} -U postgres -n \
-        -T $(((secs + bursts - 1) / bursts)) "$@" postgres > "$logs/$tag.out" 2>&1
-      burst "$metric" "$s" "$(awk '/^tps = / {print $3}' "$logs/$tag.out")"
-    done
-  done
+  turns "$pg_setups" pgbench_burst "$metric" "$@"
   for pid in "${pids[@]}"; do stop $pid INT; done
   noted_bursts "$metric"
 }
@@ -204,8 +209,8 @@ for r in $(seq "$runs"); do
   if [[ " $workloads " = *" iperf3 "* ]]; then for s in $(order "$setups"); do iperf "$s"; done; fi
   if [[ " $workloads " = *" fork "* ]]; then for s in $(order "$pg_setups"); do forks "$s"; done; fi
   if [[ " $workloads " = *" pgbench "* ]]; then
-    pgbench pgbench_S_tps -S -c 4 -j 2
-    pgbench pgbench_SC_tps -S -C -c 2 -j 2
+    pgbench pgbench_S_tps stats -S -c 4 -j 2
+    pgbench pgbench_SC_tps nostats -S -C -c 2 -j 2
   fi
 done
 rm -rf "$pg"
