@@ -1,12 +1,17 @@
 #include "core/rdma_lib.h"
 
+#include "core/providers.h"
+
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
+#include <string.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
 #include <type_traits>
 
 namespace ferry::rdma_lib {
@@ -40,11 +45,17 @@ struct Result {
 Result open_libraries() noexcept {
   // librdmacm opens this node for every rdma_cm call ferry makes: without it, nothing
   // here could work, and the libraries stay unmapped.
-  if (access("/dev/infiniband/rdma_cm", F_OK) != 0) return {false, "no /dev/infiniband/rdma_cm"};
+  if (!host_has_rdma()) return {false, "no /dev/infiniband/rdma_cm"};
   // RTLD_NOW: every call the libraries make is bound here, once, not again in each
   // forked child that first makes it.
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!verbs) return {false, "libibverbs.so.1 cannot be loaded"};
+  // Its providers are in libibverbs/ beside it (rdma-core's layout).
+  link_map* lm = nullptr;
+  if (dlinfo(verbs, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) {
+    const char* slash = strrchr(lm->l_name, '/');
+    if (slash) providers::load(std::string(lm->l_name, static_cast<size_t>(slash - lm->l_name)) + "/libibverbs");
+  }
   void* cm = dlopen("librdmacm.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!cm) return {false, "librdmacm.so.1 cannot be loaded"};
   void* found[kCount];
@@ -74,6 +85,11 @@ R unavailable() noexcept {
 }
 
 }  // namespace
+
+bool host_has_rdma() noexcept {
+  static const bool present = access("/dev/infiniband/rdma_cm", F_OK) == 0;
+  return present;
+}
 
 bool load(const char** why) noexcept {
   static const Result r = open_libraries();

@@ -6,9 +6,15 @@
 // that exits (their destructors and lazily bound calls run in each), which a server
 // forking a process per connection pays per connection. ferry's calls of the functions
 // in core/rdma_functions.def go to local definitions that forward to the library.
+// Before libibverbs first looks for devices, the providers of this host's devices are
+// loaded (core/providers.h), so that it does not load all of them.
 #pragma once
 
 namespace ferry::rdma_lib {
+
+// Whether this host has rdma_cm at all (its device node), without loading anything:
+// false means load() would fail.
+bool host_has_rdma() noexcept;
 
 // Loads both libraries once (later calls return the first answer). False when this
 // host has no rdma_cm device node or a library is missing; *why then says what.

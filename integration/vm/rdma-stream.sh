@@ -231,6 +231,18 @@ scenario_loopback() {
   expect client bytes_tcp_received -ge 100000
 }
 
+# libibverbs finds its provider among those ferry loaded for the host's devices (rxe's
+# alone), and loads none of the others.
+scenario_providers() {
+  pair "ferry FERRY_LOG=debug" "ferry FERRY_LOG=debug" 1 "$ip" 16000057
+  expect client upgraded -eq 1
+  local side
+  for side in server client; do
+    grep -q "loaded provider .*/librxe-rdmav[0-9]*\.so" "$out/$scenario.$side.log" || fail "$side: rxe's provider not loaded first"
+    ! grep -h "loads every provider" "$out/$scenario.$side.log" || fail "$side: libibverbs loaded every provider"
+  done
+}
+
 # The server accepts its connections late, after their clients sent data and asked for
 # the upgrade: the requests wait for the accept, and the connections upgrade.
 scenario_late_accept() {
@@ -370,7 +382,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
