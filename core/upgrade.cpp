@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/poller.h"
 #include "core/rdma.h"
+#include "core/rdma_lib.h"
 #include "core/stats.h"
 #include "core/stream.h"
 
@@ -720,13 +721,19 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
     stats::add(stats::g.tcp_device_excluded, 1);
     return;
   }
-  if (!poller::available()) {
+  if (poller::unavailable() || !rdma_lib::host_has_rdma()) {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
   sockaddr_storage local, peer;
   if (!addresses(fd, local, peer)) return;
-  if (is_loopback(reinterpret_cast<sockaddr*>(&peer))) return;
+  // Loopback never leaves the host's kernel (either end, so also a client bound to an
+  // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
+    return;
+  }
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
   if (!client) conn->key = key_of_conn(conn.get());
@@ -739,16 +746,20 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
-  if (!rdma::some_device_allowed(config().devices) || !poller::available()) return;
+  if (!rdma::some_device_allowed(config().devices) || poller::unavailable() || !rdma_lib::host_has_rdma()) return;
+  sockaddr_storage local;
+  socklen_t len = sizeof local;
+  if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+  // A listener on a loopback address only ever accepts loopback connections, which stay
+  // on TCP: it needs no rdma_cm listener, and the process maps no rdma-core for it (a
+  // server that forks per connection would pay for those mappings in every child).
+  if (is_loopback(reinterpret_cast<const sockaddr*>(&local)) || !poller::available()) return;
   int reuse = 0;
   socklen_t optlen = sizeof reuse;
   const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;
   // Before any fork: the processes this one forks to serve its connections share it
   // (and, for a reuseport listener, the other processes of its user: core/claims.h).
   claims::make_shared(reuseport);
-  sockaddr_storage local;
-  socklen_t len = sizeof local;
-  if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
   s->listening_pid.store(getpid());
   const Socket* key = s.get();
   std::weak_ptr<Socket> weak = s;

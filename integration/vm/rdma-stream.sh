@@ -225,10 +225,15 @@ scenario_no_route() {
   expect client tcp_no_route -eq 2
 }
 
+# Loopback never leaves the kernel: neither end tries, starts its poller or maps rdma-core.
 scenario_loopback() {
-  pair ferry ferry 2 127.0.0.1 100000
+  pair "ferry FERRY_LOG=info" "ferry FERRY_LOG=info" 2 127.0.0.1 100000
   expect client upgrades_started -eq 0
   expect client bytes_tcp_received -ge 100000
+  local side
+  for side in server client; do
+    ! grep -h "poller: started" "$out/$scenario.$side.log" || fail "$side: a poller started for loopback"
+  done
 }
 
 # libibverbs finds its provider among those ferry loaded for the host's devices (rxe's
