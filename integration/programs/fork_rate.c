@@ -1,6 +1,6 @@
-// fork_rate SECONDS: what a forking server's parent and child pay per connection, the
-// way a PostgreSQL postmaster and backend do: a listener and one accepted connection
-// open, then fork; the child closes the listener and exits with exit() (destructors
+// fork_rate [SECONDS [ADDRESS]]: what a forking server's parent and child pay per
+// connection, the way a PostgreSQL postmaster and backend do: a listener on ADDRESS
+// (IPv4, default 127.0.0.1) and one accepted connection open, then fork; the child closes the listener and exits with exit() (destructors
 // and atexit handlers run); the parent waits for it. Prints "forks/s: N". Plain C,
 // so it runs unchanged with and without ferry.
 #include <arpa/inet.h>
@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   int l = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t al = sizeof a;
+  if (argc > 2 && inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) {
+    fprintf(stderr, "fork_rate: not an IPv4 address: %s\n", argv[2]);
+    return 2;
+  }
   if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 16) || getsockname(l, (struct sockaddr*)&a, &al)) {
     perror("fork_rate: listener");
     return 1;

@@ -10,8 +10,11 @@
 # (initdb and pgbench -i take minutes in the emulated VM: they run on the host).
 # Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
 # client = plain server, client under ferry (its upgrade is refused: no rdma_cm listener);
+# server = server under ferry with the device (rdma_cm listening, rdma-core loaded), plain
+# client (no request comes: the server gives up waiting once the client sent);
 # nodev = both under ferry with FERRY_DEVICES naming no device. (Both ends under ferry
 # with a device is no passthrough: PostgreSQL's backends upgrade their connections.)
+# fork_rate is a server: it runs as each setup's server end, so client's is plain's.
 set -uo pipefail
 as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -36,8 +39,8 @@ out=${7:-${VM_OUT:-/tmp/passthrough-out}}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$where" = vm ]; then
   ip=${TESTBED_IP:?run inside integration/testbed}
-  setups="plain client nodev"
-  pg_setups="plain client nodev"
+  setups="plain client server nodev"
+  pg_setups="plain client server nodev"
   redis_n=$((secs * 1500))
 else
   ip=127.0.0.1
@@ -57,7 +60,7 @@ side() {
   local setup=$1 end=$2
   pre=()
   case $setup/$end in
-    ferry/*|client/client) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
+    ferry/*|client/client|server/server) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
     nodev/*) pre=(env FERRY_DEVICES=none FERRY_STATS=1 "FERRY_LOG_FILE=$logs/$tag.$end.%p.log" "$build/ferry") ;;
   esac
 }
@@ -137,18 +140,20 @@ iperf() {
 }
 
 # What a forking server pays per connection in its parent and child (fork_rate: a
-# listener and a connection open, fork, the child closes the listener and exit()s). No
+# listener on $ip and a connection open, fork, the child closes the listener and
+# exit()s). No
 # counters: a file of them per child would be the cost measured.
 forks() {
   local setup=$1
+  [ "$setup" = client ] && return  # its server end is plain
   tag=fork.$setup.$r
-  side "$setup" client
+  side "$setup" server
   pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
-  timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" > "$logs/$tag.out" 2>&1
+  timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
   note fork_rate "$setup" "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
   if [ "$setup" = plain ]; then  # the floor, beside plain: a preloaded library that does nothing
     tag=fork.empty.$r
-    timeout -k 5 $limit env LD_PRELOAD="$build/libempty_preload.so" "$build/fork_rate" "$secs" > "$logs/$tag.out" 2>&1
+    timeout -k 5 $limit env LD_PRELOAD="$build/libempty_preload.so" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
     note fork_rate_floor empty "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
   fi
 }
