@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/fork_path.h"
+#include "core/lock.h"
 #include "core/channel.h"
 #include "core/downgrade.h"
 #include "core/poller.h"
@@ -74,6 +75,15 @@ struct Link {
   // number can be reused).
   int fd = -1;
   std::atomic<bool> watching{false};
+  // Orders the poller's re-arming of the watch (upgrade::rewatch_st) with its removal by
+  // the program's close: a watch is re-armed only while `watching`, so never on a
+  // number the program closed and may have reused.
+  Lock watch_mu;
+  // While the handshake runs the watch is one-shot (a server's first TCP bytes start
+  // its wait for the request; an epoll server's every request would otherwise wake the
+  // poller): the poller sets this when an event disarmed it, and a thread about to
+  // sleep on `signal` has it re-armed (upgrade::watch_for_sleeper).
+  std::atomic<bool> watch_idle{false};
   std::weak_ptr<Socket> socket;
 
   // Written under Socket::tx_mu; readiness reads them without it.

@@ -312,6 +312,14 @@ bool watch(int fd, uint32_t events, Watcher* w) {
   return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+bool rewatch(int fd, uint32_t events, Watcher* w) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = w;
+  FdUse use;
+  return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_MOD, fd, &ev) == 0;
+}
+
 void unwatch(int fd) {
   FdUse use;
   real.epoll_ctl(P().epfd.load(), EPOLL_CTL_DEL, fd, nullptr);

@@ -53,6 +53,8 @@ struct Watcher {
 };
 // Any thread: the poller's epoll reports fd's events to w until unwatch(fd).
 bool watch(int fd, uint32_t events, Watcher* w);
+// Changes a watch's events (EPOLL_CTL_MOD): re-arms an EPOLLONESHOT watch.
+bool rewatch(int fd, uint32_t events, Watcher* w);
 void unwatch(int fd);
 // Makes sure the device's completion channel is watched.
 void watch_device_st(rdma::Device* d);

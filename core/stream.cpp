@@ -74,7 +74,11 @@ int wait_for(Link& link, uint32_t seen, int64_t deadline_us) {
   // just looked itself, and what it missed is found by a later spin (which polls the
   // queue now and then) or by prepare_sleep before any sleep.
   p.poll = [](void* l, bool) { return readiness::drive(*static_cast<Link*>(l), false); };
-  p.prepare_sleep = [](void* l) { readiness::prepare_sleep(*static_cast<Link*>(l)); };
+  p.prepare_sleep = [](void* l) {
+    Link& link = *static_cast<Link*>(l);
+    upgrade::watch_for_sleeper(link);  // during the handshake only TCP wakes it
+    readiness::prepare_sleep(link);
+  };
   p.arg = &link;
   return wait_change(link.signal, seen, timeout, link.established() ? config().poll_us : 0, p);
 }

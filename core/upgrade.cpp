@@ -40,6 +40,11 @@ using endpoint::port_of;
 using endpoint::tcp_counts;
 using endpoint::unmap;
 
+// The poller's watch of a connection's TCP side: one-shot while the handshake runs
+// (Link::watch_idle), then every arrival.
+constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
+
 // What an rdma_cm id's context points at.
 struct Endpoint {
   enum class Kind { listener, conn } kind;
@@ -155,13 +160,25 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   auto c = make_conn(link, local, peer);
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
-  link->watching.store(poller::watch(fd, EPOLLIN | EPOLLRDHUP | EPOLLET, c.get()));
+  link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
   stats::add(stats::g.upgrades_started, 1);
   return c;
 }
 
 void unwatch(Link& link) {
+  std::lock_guard<Lock> lock(link.watch_mu);
   if (link.watching.exchange(false)) poller::unwatch(link.fd);
+}
+
+// Re-arms the connection's watch, one-shot while its handshake runs.
+void rewatch_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  Link& link = *c->link;
+  std::lock_guard<Lock> lock(link.watch_mu);
+  if (!link.watching.load()) return;
+  const bool handshake = link.phase.load() == Link::Phase::handshake;
+  link.watch_idle.store(false);
+  poller::rewatch(link.fd, handshake ? kWatchHandshake : kWatchLive, c);
 }
 
 void reject_st(rdma::CmId id);
@@ -348,6 +365,7 @@ void established_st(Conn* c) {
   st().live.insert(c->link.get());
   schedule_probe_st();
   c->link->phase.store(Link::Phase::established, std::memory_order_release);
+  rewatch_st(c);  // every TCP arrival counts from now on (edges, the peer's cutover)
   s->transition(Transport::upgrading, Transport::rdma);
   stats::add(stats::g.upgraded, 1);
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u now on RDMA", c->link->client ? "client" : "server", c->local_port,
@@ -641,7 +659,12 @@ void arm_deadline_st(Conn* c) {
 
 void Conn::on_event_st(uint32_t) {
   FERRY_POLLER_ONLY();
-  if (link->phase.load() == Link::Phase::handshake) arm_deadline_st(this);
+  if (link->phase.load() == Link::Phase::handshake) {
+    arm_deadline_st(this);
+    // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
+    // below, so that one that misses this store is woken by the bump).
+    link->watch_idle.store(true);
+  }
   link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
 }
@@ -744,6 +767,15 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 }  // namespace
 
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
+
+void watch_for_sleeper(Link& link) noexcept {
+  if (link.established() || !link.watch_idle.exchange(false)) return;
+  Link* key = &link;  // looked up, never followed: only a Conn in the table holds it alive
+  poller::submit([key] {
+    auto it = st().conns.find(key);
+    if (it != st().conns.end()) rewatch_st(it->second.get());
+  });
+}
 
 void server_listening(int fd, const SocketRef& s) noexcept {
   if (!rdma::some_device_allowed(config().devices) || poller::unavailable() || !rdma_lib::host_has_rdma()) return;
@@ -852,7 +884,7 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
     conn->key = key_of_conn(conn.get());
     conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
   }
-  link->watching.store(poller::watch(fd, EPOLLIN | EPOLLRDHUP | EPOLLET, conn.get()));
+  link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
   stats::add(stats::g.upgrades_started, 1);
   stats::add(stats::g.upgrades_reclaimed, 1);
   launch(std::move(conn));

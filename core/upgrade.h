@@ -18,6 +18,10 @@ void client_connected(int fd, const SocketRef& s) noexcept;
 void server_listening(int fd, const SocketRef& s) noexcept;
 // `foreign`: accepted on a listener another process of the tree opened (core/claims.h).
 void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept;
+// A thread is about to sleep on the link's signal while its handshake runs: the
+// poller's one-shot watch of the TCP side, if an arrival disarmed it, is re-armed, so
+// that the next arrival (or one already there) wakes the thread.
+void watch_for_sleeper(Link& link) noexcept;
 // The program's first data call on fd, an upgrading socket: the upgrade may commit now
 // (see Link::arm); in a forked child, one its parent never used starts here.
 void first_data_call(int fd, Socket& s) noexcept;

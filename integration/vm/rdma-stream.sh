@@ -248,6 +248,32 @@ scenario_providers() {
   done
 }
 
+# A plain client's requests, each waiting for its reply, to an epoll server under ferry
+# that waits all along for the upgrade request that never comes: during the handshake
+# the poller's watch of the TCP side is one-shot, so the rounds do not wake the poller
+# each (they did: about one wakeup per round, and a redis server under ferry served
+# plain clients at a third of its rate until the wait ran out).
+scenario_plain_client_rounds() {
+  local rounds=400 server
+  port=$((port + 1))
+  rm -f "$out/$scenario".*.log
+  FERRY_STATS=1 FERRY_UPGRADE_TIMEOUT_MS=600000 FERRY_LOG_FILE="$out/$scenario.server.log" \
+    "$ferry" /usr/bin/python3 "$here/../programs/rounds.py" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
+  timeout 300 /usr/bin/python3 "$here/../programs/rounds.py" client "$ip" $port $rounds > "$out/$scenario.client.out" 2>&1 ||
+    fail "client: $(tail -2 "$out/$scenario.client.out")"
+  if ! timeout 60 tail --pid=$server -f /dev/null; then
+    kill $server 2>/dev/null
+    fail "server did not finish"
+  fi
+  wait $server || fail "server: $(tail -3 "$out/$scenario.server.out")"
+  expect server upgrades_started -eq 1
+  expect server upgraded -eq 0
+  expect server poller_wakeups -lt $((rounds / 4))
+  say "[$scenario] $(tail -1 "$out/$scenario.client.out"); the server's poller woke $(counter server poller_wakeups) times"
+}
+
 # The server accepts its connections late, after their clients sent data and asked for
 # the upgrade: the requests wait for the accept, and the connections upgrade.
 scenario_late_accept() {
@@ -387,7 +413,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
