@@ -13,6 +13,7 @@
 #include "core/poller.h"
 #include "core/rdma.h"
 #include "core/rdma_lib.h"
+#include "core/refusals.h"
 #include "core/stats.h"
 #include "core/stream.h"
 
@@ -466,7 +467,10 @@ void follow_st(Conn* c, uint16_t port) {
   start_client_st(c);
 }
 
-void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint8_t len) {
+// The reject reason an IB CM (and RoCE's) gives when nothing listens on the port.
+constexpr int kNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID
+
+void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void* data, uint8_t len) {
   FERRY_POLLER_ONLY();
   std::string why;
   switch (type) {
@@ -488,6 +492,10 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, const void* data, uint
     case RDMA_CM_EVENT_REJECTED: {
       wire::Redirect r;
       if (!c->redirect_port && wire::decode(data, len, r) == wire::Error::ok) return follow_st(c, r.port);
+      if (!c->redirect_port && status == kNoListener) {
+        refusals::note_refusal(c->peer);  // the server runs no ferry: not asked again for a while
+        return fail_st(c, stats::g.tcp_peer_refused, "REJECTED: no rdma_cm listener on the port");
+      }
       return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
     }
     case RDMA_CM_EVENT_UNREACHABLE:
@@ -757,6 +765,10 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
+  if (client && refusals::refused_lately(peer)) {  // core/refusals.h
+    stats::add(stats::g.tcp_peer_refused, 1);
+    return;
+  }
   auto conn = begin(fd, s, client, local, peer);
   if (!conn) return;
   if (!client) conn->key = key_of_conn(conn.get());
@@ -1001,6 +1013,7 @@ void on_cm_event_st(rdma_cm_event* ev) {
   // Copy what is needed, then acknowledge: an id can only be destroyed once its
   // events are acknowledged.
   rdma_cm_event_type type = ev->event;
+  const int status = ev->status;
   rdma_cm_id* id = ev->id;
   Endpoint* owner = static_cast<Endpoint*>(id ? id->context : nullptr);
   Endpoint* listen_owner = static_cast<Endpoint*>(ev->listen_id ? ev->listen_id->context : nullptr);
@@ -1027,7 +1040,7 @@ void on_cm_event_st(rdma_cm_event* ev) {
   }
   if (c->link->phase.load() != Link::Phase::handshake) return;
   if (c->link->client) {
-    on_client_event_st(c, type, data, len);
+    on_client_event_st(c, type, status, data, len);
   } else {
     on_server_event_st(c, type);
   }

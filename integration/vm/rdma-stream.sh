@@ -274,6 +274,30 @@ scenario_plain_client_rounds() {
   say "[$scenario] $(tail -1 "$out/$scenario.client.out"); the server's poller woke $(counter server poller_wakeups) times"
 }
 
+# A client under ferry that opens a connection per request to a plain server: the first
+# requests are rejected (no rdma_cm listener on the port), and for a while after that
+# its connections to that server stay on TCP without asking (core/refusals.h).
+scenario_plain_server_remembered() {
+  local server conns started
+  port=$((port + 1))
+  rm -f "$out/$scenario".*.log
+  "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
+  server=$!
+  sleep 0.5
+  FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.client.log" timeout 60 \
+    "$ferry" "$build/connect_rate" client "$ip" $port 2 > "$out/$scenario.client.out" 2>&1 ||
+    fail "client: $(tail -2 "$out/$scenario.client.out")"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null || true  # killed: it serves until then
+  conns=$(counter client connections_active)
+  started=$(counter client upgrades_started)
+  [ "$conns" -ge 40 ] || fail "only $conns connections"
+  expect client upgraded -eq 0
+  expect client upgrades_started -lt $((conns / 4))
+  grep -q "no rdma_cm listener on the port" "$out/$scenario.client.log" || fail "no rejection for want of a listener"
+  say "[$scenario] $conns connections, $started asked to upgrade"
+}
+
 # The server accepts its connections late, after their clients sent data and asked for
 # the upgrade: the requests wait for the accept, and the connections upgrade.
 scenario_late_accept() {
@@ -413,7 +437,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds plain_server_remembered late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done

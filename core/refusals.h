@@ -1,0 +1,49 @@
+// Servers that answered a client's upgrade request with "nothing listens here": the
+// peer's rdma_cm found no listener on the port, so the server there runs no ferry.
+// For a while after such an answer, this process's new connections to the same
+// address and port stay on TCP without asking: each request costs the poller an
+// rdma_cm id, a route, a queue pair and two registered rings, and a client that opens
+// a connection per request to a plain server (a web client without keep-alive,
+// pgbench -C) would pay that per connection. A server that starts running ferry is
+// asked again once the memory runs out (kMemory).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+namespace ferry::refusals {
+
+inline constexpr int64_t kMemoryNs = 10'000'000'000;  // 10 s
+
+// An address family, address and port (v4-mapped addresses as IPv4).
+struct Key {
+  uint8_t family = 0;
+  uint16_t port = 0;
+  uint8_t addr[16] = {};
+  bool operator==(const Key&) const = default;
+};
+Key key_of(const sockaddr_storage& peer) noexcept;
+
+// A few peers with the time each is remembered until. Not locked: the process's one
+// is (below).
+class Table {
+ public:
+  static constexpr int kSlots = 32;
+  bool holds(const Key& k, int64_t now_ns) const noexcept;
+  // Remembers k until `until_ns`, in its slot or in the one that expires first.
+  void note(const Key& k, int64_t until_ns) noexcept;
+
+ private:
+  struct Slot {
+    Key key;
+    int64_t until = 0;
+  };
+  Slot slots_[kSlots];
+};
+
+// The process's table (any thread).
+bool refused_lately(const sockaddr_storage& peer) noexcept;
+void note_refusal(const sockaddr_storage& peer) noexcept;
+
+}  // namespace ferry::refusals
