@@ -304,21 +304,19 @@ bool unavailable() noexcept { return P().state.load(std::memory_order_acquire) =
 
 rdma_event_channel* cm_channel() noexcept { return P().cm.get(); }
 
-bool watch(int fd, uint32_t events, Watcher* w) {
+namespace {
+bool watch_ctl(int op, int fd, uint32_t events, Watcher* w) {
   epoll_event ev{};
   ev.events = events;
   ev.data.ptr = w;
   FdUse use;
-  return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_ADD, fd, &ev) == 0;
+  return real.epoll_ctl(P().epfd.load(), op, fd, &ev) == 0;
 }
+}  // namespace
 
-bool rewatch(int fd, uint32_t events, Watcher* w) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = w;
-  FdUse use;
-  return real.epoll_ctl(P().epfd.load(), EPOLL_CTL_MOD, fd, &ev) == 0;
-}
+bool watch(int fd, uint32_t events, Watcher* w) { return watch_ctl(EPOLL_CTL_ADD, fd, events, w); }
+
+bool rewatch(int fd, uint32_t events, Watcher* w) { return watch_ctl(EPOLL_CTL_MOD, fd, events, w); }
 
 void unwatch(int fd) {
   FdUse use;
