@@ -53,6 +53,17 @@ int open_private(const std::string& path) {
   return fd < 0 ? -1 : own::adopt(fd, move_log);
 }
 
+// Opens FERRY_LOG_FILE for process `pid`; false (and errno) when it cannot.
+bool open_file(const Config& c, long pid) noexcept {
+  int fd = open_private(expand_log_path(c.log_file, pid));
+  g_fd.store(fd, std::memory_order_relaxed);
+  return fd >= 0;
+}
+
+void warn_unopened(const Config& c, int err) noexcept {
+  FERRY_LOG(warn, "log", "cannot open FERRY_LOG_FILE=%s: %s; logging to stderr", c.log_file.c_str(), strerror(err));
+}
+
 // The first writer of a forked child opens the child's own file; other writers wait.
 void reopen_now() noexcept {
   int want = kReopen;
@@ -63,8 +74,10 @@ void reopen_now() noexcept {
   int old = own::release(g_fd);
   g_fd.store(-1);
   if (old >= 0) real.close(old);
-  open(config(), getpid());
-  g_reopen.store(kOpen);
+  const bool opened = open_file(config(), getpid());
+  const int err = errno;
+  g_reopen.store(kOpen);  // before the warning, which is written through here
+  if (!opened) warn_unopened(config(), err);
 }
 
 }  // namespace
@@ -105,9 +118,7 @@ void write(LogLevel level, const char* module, const char* fmt, ...) noexcept {
 void open(const Config& c, long pid) noexcept {
   g_level.store(static_cast<int>(c.log_level), std::memory_order_relaxed);
   if (c.log_file.empty()) return;
-  int fd = open_private(expand_log_path(c.log_file, pid));
-  g_fd.store(fd, std::memory_order_relaxed);
-  if (fd < 0) FERRY_LOG(warn, "log", "cannot open FERRY_LOG_FILE=%s: %s; logging to stderr", c.log_file.c_str(), strerror(errno));
+  if (!open_file(c, pid)) warn_unopened(c, errno);
 }
 
 void reopen_after_fork(const Config& c) noexcept {

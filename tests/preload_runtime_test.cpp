@@ -122,6 +122,19 @@ struct TempDir {
 
 // daemon() forks inside glibc, past ferry's fork export: the child still gets its own
 // log, counters and sockets that work.
+// A forked child opens its own log file (FERRY_LOG_FILE with %p) at its first write.
+// One that cannot logs to stderr, as its parent does; it used to warn about the file
+// through the log it was opening, and wait for itself for ever.
+TEST(PreloadRuntime, AChildThatCannotOpenItsLogFileLogsToStderr) {
+  // The child's stderr is not the pipe read here: a child that hangs must not hold it.
+  Result r = run("FERRY_STATS=1 FERRY_LOG_FILE=/nonexistent-ferry-dir/ferry.%p.log",
+                 "-c '(echo child >&2) >/dev/null 2>&1; echo done'", "timeout 20 /bin/sh");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.status << "\n" << r.output;
+  EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("counters:"), std::string::npos) << r.output;  // the shell's own, on stderr
+  EXPECT_NE(r.output.find("cannot open FERRY_LOG_FILE"), std::string::npos) << r.output;
+}
+
 TEST(PreloadRuntime, DaemonChildIsSetUpLikeAForkedOne) {
   TempDir dir;
   Result r = run("FERRY_STATS=1 FERRY_LOG=info FERRY_LOG_FILE=" + dir.path + "/ferry.%p.log", "daemon " + dir.path,
