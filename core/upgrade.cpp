@@ -1,5 +1,7 @@
 #include "core/upgrade.h"
 
+#include "core/upgrade_state.h"
+
 #include "core/claims.h"
 #include "core/config.h"
 #include "core/down.h"
@@ -46,76 +48,6 @@ using endpoint::unmap;
 constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
 constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
 
-// What an rdma_cm id's context points at.
-struct Endpoint {
-  enum class Kind { listener, conn } kind;
-  explicit Endpoint(Kind k) : kind(k) {}
-  virtual ~Endpoint() = default;
-};
-
-struct Listener : Endpoint {
-  Listener() : Endpoint(Kind::listener) {}
-  rdma::CmId id;
-  uint16_t port = 0;
-  const Socket* socket = nullptr;
-  // This process's own listener for requests the listening process redirected here
-  // (core/claims.h): it matches a request by the TCP ports the request names.
-  bool redirect = false;
-};
-
-// One connection's handshake, poller-owned. Also watches the TCP duplicate.
-struct Conn : Endpoint, poller::Watcher {
-  Conn() : Endpoint(Kind::conn) {}
-  std::shared_ptr<Link> link;
-  rdma::CmId id;                     // until the Channel takes it
-  std::unique_ptr<Channel> pending;  // built, waiting for ESTABLISHED
-  std::string key;                   // server: peer ip | peer port | local port
-  bool committed = false;            // connect/accept sent: only rdma_cm decides now
-  bool resolved = false;             // client: route resolved, waiting for the arm
-  bool deadline_set = false;         // server: the wait for the request has a limit
-  bool foreign = false;              // server: accepted on a listener another process opened
-  bool claimed = false;              // server: our claim is in the tree's table
-  uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port
-  rdma::CmId parked;                 // server: the matching request, waiting for the arm
-  wire::Hello parked_hello;
-  uint16_t local_port = 0, peer_port = 0;
-  sockaddr_storage local{}, peer{};
-  uint64_t registered = 0;
-
-  // TCP data or a hangup on the connection.
-  void on_event_st(uint32_t) override;
-};
-
-// A connect request that arrived before the program accepted its TCP connection.
-struct Held {
-  rdma::CmId id;
-  wire::Hello hello;
-  std::string key;
-  Clock::time_point deadline;
-};
-
-// Poller-thread state. Never destroyed: the poller keeps running while the process
-// exits and static destructors run.
-struct State {
-  std::map<Link*, std::unique_ptr<Conn>> conns;
-  std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
-  std::vector<Held> held;
-  // Server connections this process let go of before an upgrade (closed, or given up
-  // on): a request naming one is refused at once, never held. A forking server (a
-  // postmaster) closes its copy right after accept and leaves the connection to a
-  // child, which does not answer requests; without this the client's request would be
-  // held for FERRY_ACCEPT_WAIT_MS, the client's connection upgrading all that time.
-  std::map<std::string, Clock::time_point> gone;
-  std::deque<std::pair<std::string, Clock::time_point>> gone_order;  // oldest first
-  std::map<const Socket*, std::unique_ptr<Listener>> listeners;
-  std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
-  std::set<Conn*> parked;  // conns holding a matched request until the program's first data call
-  bool rechecking = false;  // a look at the claims for held and parked requests is due
-  // Listeners for redirected requests (one per address family, made on first need).
-  std::unique_ptr<Listener> redirect4, redirect6;
-  std::set<Link*> live;  // links with a channel, until they are destroyed
-  bool probing = false;  // a persist-probe tick is due
-};
 FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
 FERRY_FORK_DATA forking::Spare<State> g_spare;
 State& st() { return *g_state; }
