@@ -10,49 +10,48 @@
 namespace ferry::refusals {
 namespace {
 
-sockaddr_storage v4(const char* ip, uint16_t port) {
+// An address of either family: IPv6 when it has a colon.
+sockaddr_storage addr(const char* ip, uint16_t port) {
   sockaddr_storage s{};
-  auto* a = reinterpret_cast<sockaddr_in*>(&s);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(port);
-  inet_pton(AF_INET, ip, &a->sin_addr);
-  return s;
-}
-
-sockaddr_storage v6(const char* ip, uint16_t port) {
-  sockaddr_storage s{};
-  auto* a = reinterpret_cast<sockaddr_in6*>(&s);
-  a->sin6_family = AF_INET6;
-  a->sin6_port = htons(port);
-  inet_pton(AF_INET6, ip, &a->sin6_addr);
+  if (strchr(ip, ':')) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&s);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    inet_pton(AF_INET6, ip, &a->sin6_addr);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&s);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    inet_pton(AF_INET, ip, &a->sin_addr);
+  }
   return s;
 }
 
 TEST(Refusals, AKeyIsTheAddressAndPortWithMappedAddressesAsIPv4) {
-  EXPECT_EQ(key_of(v4("198.18.0.1", 80)), key_of(v6("::ffff:198.18.0.1", 80)));
-  EXPECT_FALSE(key_of(v4("198.18.0.1", 80)) == key_of(v4("198.18.0.1", 81)));
-  EXPECT_FALSE(key_of(v4("198.18.0.1", 80)) == key_of(v4("198.18.0.2", 80)));
-  EXPECT_FALSE(key_of(v6("2001:db8::1", 80)) == key_of(v6("2001:db8::2", 80)));
+  EXPECT_EQ(key_of(addr("198.18.0.1", 80)), key_of(addr("::ffff:198.18.0.1", 80)));
+  EXPECT_FALSE(key_of(addr("198.18.0.1", 80)) == key_of(addr("198.18.0.1", 81)));
+  EXPECT_FALSE(key_of(addr("198.18.0.1", 80)) == key_of(addr("198.18.0.2", 80)));
+  EXPECT_FALSE(key_of(addr("2001:db8::1", 80)) == key_of(addr("2001:db8::2", 80)));
 }
 
 TEST(Refusals, APeerIsRememberedUntilItsTime) {
   Table t;
-  const Key k = key_of(v4("198.18.0.1", 5432));
+  const Key k = key_of(addr("198.18.0.1", 5432));
   EXPECT_FALSE(t.holds(k, 0));
   t.note(k, 100);
   EXPECT_TRUE(t.holds(k, 99));
   EXPECT_FALSE(t.holds(k, 100));
-  EXPECT_FALSE(t.holds(key_of(v4("198.18.0.1", 5433)), 50));
+  EXPECT_FALSE(t.holds(key_of(addr("198.18.0.1", 5433)), 50));
   t.note(k, 300);  // noted again: its own slot, a later time
   EXPECT_TRUE(t.holds(k, 200));
 }
 
 TEST(Refusals, AFullTableGivesUpTheSlotThatExpiresFirst) {
   Table t;
-  for (int i = 0; i < Table::kSlots; ++i) t.note(key_of(v4("198.18.0.1", static_cast<uint16_t>(1000 + i))), 1000 + i);
-  const Key first = key_of(v4("198.18.0.1", 1000));
-  const Key second = key_of(v4("198.18.0.1", 1001));
-  const Key fresh = key_of(v4("198.18.0.9", 1));
+  for (int i = 0; i < Table::kSlots; ++i) t.note(key_of(addr("198.18.0.1", static_cast<uint16_t>(1000 + i))), 1000 + i);
+  const Key first = key_of(addr("198.18.0.1", 1000));
+  const Key second = key_of(addr("198.18.0.1", 1001));
+  const Key fresh = key_of(addr("198.18.0.9", 1));
   t.note(fresh, 5000);
   EXPECT_TRUE(t.holds(fresh, 10));
   EXPECT_FALSE(t.holds(first, 10));  // expired first, so it made room
@@ -60,12 +59,12 @@ TEST(Refusals, AFullTableGivesUpTheSlotThatExpiresFirst) {
 }
 
 TEST(Refusals, TheProcessTableRemembersWhatItWasTold) {
-  const auto peer = v4("198.18.0.77", 6379);
+  const auto peer = addr("198.18.0.77", 6379);
   EXPECT_FALSE(refused_lately(peer));
   note_refusal(peer);
   EXPECT_TRUE(refused_lately(peer));
-  EXPECT_TRUE(refused_lately(v6("::ffff:198.18.0.77", 6379)));
-  EXPECT_FALSE(refused_lately(v4("198.18.0.77", 6380)));
+  EXPECT_TRUE(refused_lately(addr("::ffff:198.18.0.77", 6379)));
+  EXPECT_FALSE(refused_lately(addr("198.18.0.77", 6380)));
 }
 
 }  // namespace
