@@ -5,7 +5,8 @@
 # side by side). Natively (loopback, never upgraded) or inside the
 # test bed over $TESTBED_IP (upgrades refused). Never fails on a number.
 #   passthrough.sh BUILD_DIR RUNS SECONDS native|vm PG_TEMPLATE [WORKLOADS [OUT_DIR]]
-# WORKLOADS: any of redis iperf3 pgbench fork (default all); OUT_DIR: default $VM_OUT.
+# WORKLOADS: any of redis iperf3 connect pgbench fork (default all); OUT_DIR: default
+# $VM_OUT.
 # PG_TEMPLATE: a PostgreSQL data directory made by `passthrough.sh --pg-template DIR`
 # (initdb and pgbench -i take minutes in the emulated VM: they run on the host).
 # Setups (server/client): plain = plain/plain; ferry = ferry/ferry on loopback;
@@ -34,7 +35,7 @@ runs=$2
 secs=$3
 where=$4
 template=$5
-workloads=${6:-redis iperf3 pgbench fork}
+workloads=${6:-redis iperf3 connect pgbench fork}
 out=${7:-${VM_OUT:-/tmp/passthrough-out}}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$where" = vm ]; then
@@ -139,6 +140,21 @@ iperf() {
   note iperf3_gbps "$setup" "$(awk '/receiver/ {print $(NF-2)}' "$logs/$tag.out")"
 }
 
+# What a short-lived connection pays at each end (connect_rate: connect, a byte each
+# way, close, again).
+connects() {
+  local setup=$1 server
+  port=$((port + 1)); tag=connect.$setup.$r
+  side "$setup" server
+  "${pre[@]}" "$build/connect_rate" server "$ip" $port > "$logs/$tag.server.out" 2>&1 &
+  server=$!
+  wait_listen $port
+  side "$setup" client
+  timeout -k 5 $limit "${pre[@]}" "$build/connect_rate" client "$ip" $port "$secs" > "$logs/$tag.out" 2>&1
+  stop $server
+  note connect_rate "$setup" "$(awk '/connections\/s/ {print $2}' "$logs/$tag.out")"
+}
+
 # What a forking server pays per connection in its parent and child (fork_rate: a
 # listener on $ip and a connection open, fork, the child closes the listener and
 # exit()s). No
@@ -212,6 +228,7 @@ for r in $(seq "$runs"); do
   echo "bench-passthrough: $where run $r of $runs" >&2
   if [[ " $workloads " = *" redis "* ]]; then for s in $(order "$setups"); do redis "$s"; done; fi
   if [[ " $workloads " = *" iperf3 "* ]]; then for s in $(order "$setups"); do iperf "$s"; done; fi
+  if [[ " $workloads " = *" connect "* ]]; then for s in $(order "$setups"); do connects "$s"; done; fi
   if [[ " $workloads " = *" fork "* ]]; then for s in $(order "$pg_setups"); do forks "$s"; done; fi
   if [[ " $workloads " = *" pgbench "* ]]; then
     pgbench pgbench_S_tps stats -S -c 4 -j 2
@@ -226,7 +243,7 @@ printf '%-16s' metric
 for s in $pg_setups; do printf ' %10s' "$s"; done
 for s in $pg_setups; do [ "$s" != plain ] && printf ' %10s' "$s/plain"; done
 echo
-for m in redis_set_rps redis_get_rps iperf3_gbps pgbench_S_tps pgbench_SC_tps fork_rate; do
+for m in redis_set_rps redis_get_rps iperf3_gbps connect_rate pgbench_S_tps pgbench_SC_tps fork_rate; do
   [ -s "$res/$m.plain" ] || continue  # a workload not asked for
   printf '%-16s' "$m"
   base=$(median < "$res/$m.plain")
