@@ -109,6 +109,11 @@ struct Link {
   // child (which keeps it on TCP) is never committed by the parent.
   enum Arm : int { undecided = 0, go = 1 };
   std::atomic<int> arm{undecided};
+  // A server's poller waits for that first data call (a request it holds for it, or a
+  // claim to make for a connection accepted on another process's listener): the call
+  // tells the poller only then. Set before the poller's look at `arm`, read after the
+  // call's swap of it (both sequentially consistent: one of them sees the other).
+  std::atomic<bool> arm_awaited{false};
 
   // A forked child's copy of its parent's link. Its RDMA objects are the parent's and
   // are never touched here: polling the CQ would take the parent's completions (rxe's

@@ -52,6 +52,11 @@ struct Poller {
   // Rounds of work done (counted under fork_gate).
   std::atomic<uint64_t> rounds{0};
   boost::lockfree::queue<std::function<void()>*> work{64};
+  // The thread is about to sleep, or sleeps: work handed over must wake it. Set before
+  // its last look at `work`, cleared by whoever writes wake_fd (see submit).
+  std::atomic<bool> asleep{false};
+  // Work handed over by post() since the thread last took the queue.
+  std::atomic<int> posted{0};
   std::vector<Timer> timers;
   std::set<rdma::Device*> devices;
   // Channels left unarmed because the program polls them; looked at every recheck_every.
@@ -65,6 +70,9 @@ struct Poller {
   // inherit librdmacm's or libibverbs' locks taken mid-call.
   std::mutex fork_gate;
 };
+
+// post()ed work that wakes the thread: it holds connections the program let go.
+constexpr int kPostedMost = 64;
 
 constexpr auto kRecheck = std::chrono::milliseconds(5);
 constexpr auto kRecheckMost = std::chrono::milliseconds(40);
@@ -173,10 +181,23 @@ void loop() {
   // a round (see move_fd).
   int epfd = P().epfd.load();
   for (;;) {
-    int n = real.epoll_wait(epfd, evs, 64, next_timeout_ms());
+    // Sleeps only on an empty queue: a submit() that pushed after this look sees
+    // `asleep` and writes wake_fd (both sides order their store before their load).
+    P().asleep.store(true);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    int n = real.epoll_wait(epfd, evs, 64, P().work.empty() ? next_timeout_ms() : 0);
+    P().asleep.store(false, std::memory_order_relaxed);
     std::lock_guard<std::mutex> gate(P().fork_gate);
     P().rounds.fetch_add(1);
     stats::add(stats::g.poller_wakeups, 1);
+    // The work first: what the program did before these events (a connection accepted,
+    // or closed) is known when they are handled.
+    P().posted.store(0, std::memory_order_relaxed);
+    std::function<void()>* fn = nullptr;
+    while (P().work.pop(fn)) {
+      (*fn)();
+      delete fn;
+    }
     for (int i = 0; i < n; ++i) {
       uint64_t tag = evs[i].data.u64;
       if (tag == kWakeTag) {
@@ -190,11 +211,6 @@ void loop() {
       } else {
         reinterpret_cast<Watcher*>(evs[i].data.ptr)->on_event_st(evs[i].events);
       }
-    }
-    std::function<void()>* fn = nullptr;
-    while (P().work.pop(fn)) {
-      (*fn)();
-      delete fn;
     }
     run_timers_st();
     upgrade::end_of_batch_st();
@@ -269,12 +285,26 @@ bool available() noexcept {
   return s == State::running;
 }
 
-bool submit(std::function<void()> fn) noexcept {
-  if (!available()) return false;
-  P().work.push(new std::function<void()>(std::move(fn)));
+namespace {
+void wake() {
   uint64_t one = 1;
   FdUse use;
   real.write(P().wake_fd.load(), &one, sizeof one);
+}
+}  // namespace
+
+bool submit(std::function<void()> fn) noexcept {
+  if (!available()) return false;
+  P().work.push(new std::function<void()>(std::move(fn)));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (P().asleep.load() && P().asleep.exchange(false)) wake();
+  return true;
+}
+
+bool post(std::function<void()> fn) noexcept {
+  if (!available()) return false;
+  P().work.push(new std::function<void()>(std::move(fn)));
+  if (P().posted.fetch_add(1, std::memory_order_relaxed) + 1 == kPostedMost) wake();
   return true;
 }
 
@@ -367,9 +397,7 @@ void move_fd(int to, const std::function<void(int)>& publish) noexcept {
     // channel's lock: once each lock was free, they all use the new number.
     upgrade::channel_barrier_st();
     round = p.rounds.load();
-    uint64_t one = 1;
-    FdUse use;
-    real.write(p.wake_fd.load(), &one, sizeof one);
+    wake();
   }
   // Calls that read the old number before it changed.
   while (p.fd_users.load() > 0) sched_yield();

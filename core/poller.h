@@ -39,6 +39,11 @@ bool available() noexcept;
 bool unavailable() noexcept;
 // Runs fn on the poller thread, soon. False when there is no poller.
 bool submit(std::function<void()> fn) noexcept;
+// Runs fn on the poller thread at its next round, without waking it for fn: for work
+// that nothing waits for (freeing what a connection that never upgraded held). A
+// round comes with the thread's next event or submit(), or after some dozens of posts.
+// Work runs in the order it was handed over, submitted or posted.
+bool post(std::function<void()> fn) noexcept;
 
 // Runs fn on the poller thread and returns once it has run, or after `limit` (then
 // false, and fn still runs later). False at once when there is no poller.

@@ -74,11 +74,13 @@ std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockadd
 // (here, on the program's thread, while fd surely is this socket). Program thread.
 std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
                             const sockaddr_storage& peer) {
-  // A Link owns its QP and CQ, which only the poller thread may destroy (it may be in
-  // the middle of their completions); whoever drops the last reference hands it there.
+  // A Link's channel owns its QP and CQ, which only the poller thread may destroy (it
+  // may be in the middle of their completions); whoever drops the last reference to a
+  // link with a channel hands it there.
   std::shared_ptr<Link> link(new Link, [](Link* l) {
     if (l->inherited) return;  // the parent's objects: see Link::inherited
-    if (!poller::submit([l] {
+    // Without a channel it owns no RDMA object (nor a place in the poller's `live`).
+    if (!l->channel || !poller::submit([l] {
           st().live.erase(l);
           delete l;
         }))
@@ -447,6 +449,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     c->claimed = false;
   }
   c->key.clear();
+  if (c->link->arm.load() == Link::undecided) c->link->arm_awaited.store(true);
   if (c->link->arm.load() == Link::undecided) {
     // Matched; answered at the program's first data call on the connection, made by
     // whichever process uses it. A process that forks and leaves the connection to its
@@ -662,17 +665,23 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   drop_st(c);
 }
 
-// Hands a handshake to the poller: a client resolves its route; a server waits for the
-// request, and claims the connection at once if another process's listener receives
-// it and the program already made its first data call (a reclaimed one always has).
+// Hands a handshake to the poller: a client resolves its route at once; a server waits
+// for the request, and claims the connection if another process's listener receives it
+// and the program already made its first data call (a reclaimed one always has). A
+// connection accepted on our own listener is posted, not submitted: the poller takes
+// it up at its next round, which comes with the request, the connection's first bytes
+// or the program's need (a first data call that has to tell it, a sleeper), each
+// handed over after it.
 void launch(std::unique_ptr<Conn> conn) {
-  poller::submit([c = conn.release()] {
+  const bool now = conn->link->client || conn->foreign;
+  auto start = [c = conn.release()] {
     std::unique_ptr<Conn> owned(c);
     adopt_st(std::move(owned));
     if (c->link->client) return start_client_st(c);
     start_server_st(c);
     if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
-  });
+  };
+  now ? poller::submit(std::move(start)) : poller::post(std::move(start));
 }
 
 // Either side of a fresh connection: the handshake starts in the background unless
@@ -705,6 +714,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
   if (!conn) return;
   if (!client) conn->key = key_of_conn(conn.get());
   conn->foreign = foreign;
+  if (foreign) conn->link->arm_awaited.store(true);  // its first data call makes the claim
   launch(std::move(conn));
 }
 
@@ -843,6 +853,7 @@ void first_data_call(int fd, Socket& s) noexcept {
   int expected = Link::undecided;
   if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
   if (link->inherited) return reclaim(fd, s, link);
+  if (!link->client && !link->arm_awaited.load()) return;  // the poller holds nothing for it
   poller::submit([link] {
     auto it = st().conns.find(link.get());
     if (it == st().conns.end()) return;
@@ -927,7 +938,9 @@ void release(Socket& s) noexcept {
     std::lock_guard<Lock> lock(link->channel->mu());
     link->channel->flush_st();
   }
-  poller::submit([link] { retire_st(link, Clock::now()); });
+  // A connection that never had a channel leaves only the poller's table entry.
+  auto retire = [link, now = Clock::now()] { retire_st(link, now); };
+  link->established() ? poller::submit(std::move(retire)) : poller::post(std::move(retire));
 }
 
 void end_of_batch_st() { st().dropped.clear(); }

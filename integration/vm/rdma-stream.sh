@@ -274,6 +274,32 @@ scenario_plain_client_rounds() {
   say "[$scenario] $(tail -1 "$out/$scenario.client.out"); the server's poller woke $(counter server poller_wakeups) times"
 }
 
+# A server under ferry with the device serving plain clients a connection at a time
+# (connect, a byte each way, close): no request ever comes. Its poller may wake for a
+# connection's first bytes (they start the wait for a request), but not also for the
+# program's accept, first read or close (3.5 wakeups a connection when each did).
+scenario_plain_clients_churn() {
+  local server conns wakeups
+  port=$((port + 1))
+  rm -f "$out/$scenario".*.log
+  FERRY_STATS=1 FERRY_LOG_FILE="$out/$scenario.server.%p.log" \
+    "$ferry" "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
+  server=$!
+  sleep 0.5
+  timeout 60 "$build/connect_rate" client "$ip" $port 3 > "$out/$scenario.client.out" 2>&1 ||
+    fail "client: $(tail -2 "$out/$scenario.client.out")"
+  "$ferry" stat $server > "$out/$scenario.server.log" 2>&1 || fail "ferry stat: $(cat "$out/$scenario.server.log")"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null || true  # killed: it serves until then
+  conns=$(counter server connections_passive)
+  wakeups=$(counter server poller_wakeups)
+  [ "$conns" -ge 40 ] || fail "only $conns connections"
+  expect server upgrades_started -eq "$conns"
+  expect server upgraded -eq 0
+  expect server poller_wakeups -lt "$conns"
+  say "[$scenario] $conns connections; the server's poller woke $wakeups times"
+}
+
 # A client under ferry that opens a connection per request to a plain server: the first
 # requests are rejected (no rdma_cm listener on the port), and for a while after that
 # its connections to that server stay on TCP without asking (core/refusals.h).
@@ -437,7 +463,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_server_remembered late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds plain_clients_churn plain_server_remembered late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
