@@ -33,7 +33,7 @@
 #include <vector>
 
 namespace ferry::upgrade {
-namespace {
+namespace detail {
 
 using poller::Clock;
 using endpoint::addresses;
@@ -116,109 +116,6 @@ void rewatch_st(Conn* c) {
   poller::rewatch(link.fd, handshake ? kWatchHandshake : kWatchLive, c);
 }
 
-void reject_st(rdma::CmId id);
-
-// How long a let-go server connection is remembered: a client asks at its first data
-// call once its route is resolved, which takes at most two upgrade windows.
-std::chrono::milliseconds gone_memory() { return std::min(accept_wait(), 2 * window()); }
-
-std::string key_of_conn(const Conn* c) {
-  return conn_key(reinterpret_cast<const sockaddr*>(&c->peer), c->peer_port, c->local_port);
-}
-
-void remember_gone_st(const Conn* c) {
-  const auto now = Clock::now();
-  while (!st().gone_order.empty() && st().gone_order.front().second <= now) {
-    auto it = st().gone.find(st().gone_order.front().first);
-    if (it != st().gone.end() && it->second <= now) st().gone.erase(it);
-    st().gone_order.pop_front();
-  }
-  std::string key = key_of_conn(c);
-  const auto until = now + gone_memory();
-  st().gone[key] = until;
-  st().gone_order.emplace_back(std::move(key), until);
-}
-
-bool is_gone_st(const std::string& key) {
-  auto it = st().gone.find(key);
-  return it != st().gone.end() && it->second > Clock::now();
-}
-
-int64_t ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
-// Another process of the tree serves `key` (core/claims.h).
-bool claimed_elsewhere(const std::string& key, claims::Claim& who) {
-  claims::Table* t = claims::shared();
-  return t && t->find(key, ns_of(Clock::now()), who) && who.pid != getpid();
-}
-
-void redirect_st(rdma::CmId id, uint16_t port) {
-  FERRY_POLLER_ONLY();
-  uint8_t data[wire::kRedirectSize];
-  wire::encode(wire::Redirect{port}, data);
-  stats::add(stats::g.requests_redirected, 1);
-  rdma_reject(id.get(), data, sizeof data);
-}
-
-void recheck_st();
-
-// Held and parked requests are looked up in the claims every few milliseconds: the
-// process that serves the connection claims it at its first data call.
-void schedule_recheck_st() {
-  FERRY_POLLER_ONLY();
-  if (st().rechecking || !claims::shared() || (st().held.empty() && st().parked.empty())) return;
-  st().rechecking = true;
-  poller::at_st(Clock::now() + std::chrono::milliseconds(2), recheck_st);
-}
-
-void recheck_st() {
-  FERRY_POLLER_ONLY();
-  st().rechecking = false;
-  claims::Claim who;
-  for (auto it = st().held.begin(); it != st().held.end();) {
-    if (claimed_elsewhere(it->key, who)) {
-      redirect_st(std::move(it->id), who.port);
-      it = st().held.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = st().parked.begin(); it != st().parked.end();) {
-    Conn* c = *it;
-    if (claimed_elsewhere(key_of_conn(c), who)) {
-      redirect_st(std::move(c->parked), who.port);
-      it = st().parked.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  schedule_recheck_st();
-}
-
-void sweep_held_st() {
-  FERRY_POLLER_ONLY();
-  auto now = Clock::now();
-  for (auto it = st().held.begin(); it != st().held.end();) {
-    if (it->deadline <= now) {
-      stats::add(stats::g.requests_unmatched, 1);
-      reject_st(std::move(it->id));
-      it = st().held.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-// A request nobody here can answer yet: the program has not accepted its connection,
-// or the process that serves it has not claimed it.
-void hold_st(rdma::CmId id, const wire::Hello& h, std::string key) {
-  FERRY_POLLER_ONLY();
-  st().held.push_back({std::move(id), h, std::move(key), Clock::now() + accept_wait()});
-  poller::at_st(st().held.back().deadline, sweep_held_st);
-  schedule_recheck_st();
-}
 
 void drop_st(Conn* c) {
   FERRY_POLLER_ONLY();
@@ -514,44 +411,6 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   hold_st(std::move(id), h, std::move(key));
 }
 
-// This process's rdma_cm port for requests redirected to it, 0 when it has none.
-uint16_t redirect_port_st(sa_family_t family) {
-  FERRY_POLLER_ONLY();
-  std::unique_ptr<Listener>& slot = family == AF_INET6 ? st().redirect6 : st().redirect4;
-  if (slot) return slot->port;
-  auto l = std::make_unique<Listener>();
-  l->redirect = true;
-  rdma_cm_id* raw = nullptr;
-  if (rdma_create_id(poller::cm_channel(), &raw, l.get(), RDMA_PS_TCP) != 0) return 0;
-  l->id.reset(raw);
-  sockaddr_storage any{};  // the wildcard address; rdma_cm picks the port
-  any.ss_family = family;
-  if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&any)) != 0 || rdma_listen(raw, 1024) != 0) {
-    FERRY_LOG(info, "upgrade", "no rdma_cm listener for redirected requests (%s)", strerror(errno));
-    return 0;
-  }
-  l->port = ntohs(rdma_get_src_port(raw));
-  FERRY_LOG(debug, "upgrade", "rdma_cm listening for redirected requests on port %u", l->port);
-  slot = std::move(l);
-  return slot->port;
-}
-
-// A connection accepted on a listener another process of the tree opened (or inherited
-// from the process that accepted it): that process's rdma_cm listener receives the
-// request, and redirects it here once it finds our claim.
-void claim_st(Conn* c) {
-  FERRY_POLLER_ONLY();
-  claims::Table* t = claims::shared();
-  if (!t) return fail_st(c, stats::g.tcp_other_listener, "no claims table shared with the listening process");
-  sockaddr_storage local = c->local;
-  unmap(local);
-  const uint16_t port = redirect_port_st(local.ss_family);
-  if (!port) return fail_st(c, stats::g.tcp_resources, "no rdma_cm listener for redirected requests");
-  const int64_t now = ns_of(Clock::now());
-  if (!t->claim(c->key, {getpid(), port}, now, now + ns_of(Clock::time_point(accept_wait()))))
-    return fail_st(c, stats::g.tcp_resources, "the claims table has no room");
-  c->claimed = true;
-}
 
 void on_server_event_st(Conn* c, rdma_cm_event_type type) {
   FERRY_POLLER_ONLY();
@@ -718,7 +577,9 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
   launch(std::move(conn));
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
 

@@ -1,9 +1,10 @@
 // What the poller keeps of the upgrades in progress: the rdma_cm endpoints (listeners
 // and connections' handshakes), requests held for a connection not yet accepted, and
-// the poller-thread state that indexes them. Private to core/upgrade.cpp, which alone
-// includes it (its types live in that file's unnamed namespace).
+// the poller-thread state that indexes them, with the functions the upgrade's two
+// files share. Private to core/upgrade.cpp and core/upgrade_requests.cpp.
 #pragma once
 
+#include "core/claims.h"
 #include "core/link.h"
 #include "core/poller.h"
 #include "core/rdma.h"
@@ -12,6 +13,9 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -20,8 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace ferry::upgrade {
-namespace {
+namespace ferry::upgrade::detail {
 
 // What an rdma_cm id's context points at.
 struct Endpoint {
@@ -94,5 +97,35 @@ struct State {
   bool probing = false;  // a persist-probe tick is due
 };
 
-}  // namespace
-}  // namespace ferry::upgrade
+// The process's upgrade state (core/upgrade.cpp; a forked child gets a fresh one).
+State& st();
+// FERRY_ACCEPT_WAIT_MS and FERRY_UPGRADE_TIMEOUT_MS.
+std::chrono::milliseconds accept_wait();
+std::chrono::milliseconds window();
+inline int64_t ns_of(poller::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// core/upgrade.cpp
+// The upgrade is off: the connection stays on TCP (counted as `reason`).
+void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why);
+void reject_st(rdma::CmId id);
+
+// core/upgrade_requests.cpp
+// A server connection's key: peer ip | peer port | local port.
+std::string key_of_conn(const Conn* c);
+// Server connections this process let go of before an upgrade (State::gone).
+void remember_gone_st(const Conn* c);
+bool is_gone_st(const std::string& key);
+// Another process of the tree serves `key` (core/claims.h); it listens on who.port.
+bool claimed_elsewhere(const std::string& key, claims::Claim& who);
+// Sends a request on to the process listening on rdma_cm port `port`.
+void redirect_st(rdma::CmId id, uint16_t port);
+// Held and parked requests are looked up in the claims every few milliseconds.
+void schedule_recheck_st();
+// A request nobody here can answer yet, kept for FERRY_ACCEPT_WAIT_MS.
+void hold_st(rdma::CmId id, const wire::Hello& h, std::string key);
+// Claims a connection accepted on another process's listener, for its request.
+void claim_st(Conn* c);
+
+}  // namespace ferry::upgrade::detail
