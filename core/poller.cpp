@@ -291,20 +291,32 @@ void wake() {
   FdUse use;
   real.write(P().wake_fd.load(), &one, sizeof one);
 }
+
+// Wakes the thread if it sleeps or is about to, after the caller's push.
+void nudge() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (P().asleep.load() && P().asleep.exchange(false)) wake();
+}
 }  // namespace
 
 bool submit(std::function<void()> fn) noexcept {
   if (!available()) return false;
   P().work.push(new std::function<void()>(std::move(fn)));
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (P().asleep.load() && P().asleep.exchange(false)) wake();
+  nudge();
   return true;
 }
 
-bool post(std::function<void()> fn) noexcept {
+bool post(std::function<void()> fn, const std::atomic<bool>* awaited) noexcept {
   if (!available()) return false;
   P().work.push(new std::function<void()>(std::move(fn)));
-  if (P().posted.fetch_add(1, std::memory_order_relaxed) + 1 == kPostedMost) wake();
+  if (P().posted.fetch_add(1, std::memory_order_relaxed) + 1 == kPostedMost) {
+    wake();
+  } else if (awaited) {
+    // Read after the push: the thread sets `awaited` before its own fenced look at the
+    // queue, so either it sees this work or this sees the flag.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (awaited->load(std::memory_order_relaxed)) nudge();
+  }
   return true;
 }
 

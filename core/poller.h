@@ -9,6 +9,7 @@
 #include "core/fork_path.h"
 #include <rdma/rdma_cma.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 
@@ -40,10 +41,12 @@ bool unavailable() noexcept;
 // Runs fn on the poller thread, soon. False when there is no poller.
 bool submit(std::function<void()> fn) noexcept;
 // Runs fn on the poller thread at its next round, without waking it for fn: for work
-// that nothing waits for (freeing what a connection that never upgraded held). A
-// round comes with the thread's next event or submit(), or after some dozens of posts.
-// Work runs in the order it was handed over, submitted or posted.
-bool post(std::function<void()> fn) noexcept;
+// that nothing waits for yet (a server connection's launch, freeing what a connection
+// that never upgraded held). A round comes with the thread's next event or submit(),
+// or after some dozens of posts. Work runs in the order it was handed over, submitted
+// or posted. `awaited`, if given, is a flag the poller thread sets (before it goes to
+// sleep) when work like fn is awaited: read after the push, it makes this a submit.
+bool post(std::function<void()> fn, const std::atomic<bool>* awaited = nullptr) noexcept;
 
 // Runs fn on the poller thread and returns once it has run, or after `limit` (then
 // false, and fn still runs later). False at once when there is no poller.

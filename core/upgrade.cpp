@@ -49,6 +49,9 @@ constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
 constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
 
 FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
+// Whether requests wait in State::held for a connection not yet launched (set by the
+// poller at the end of each round; read by launch()).
+std::atomic<bool> g_requests_held{false};
 FERRY_FORK_DATA forking::Spare<State> g_spare;
 State& st() { return *g_state; }
 
@@ -446,6 +449,12 @@ void start_server_st(Conn* c) {
 void arm_deadline_st(Conn* c) {
   FERRY_POLLER_ONLY();
   if (c->link->client || c->committed || c->parked || c->deadline_set) return;
+  // Bytes before the launch (the program posted it after the watch began): the launch
+  // arms it, so that the deadline finds the connection in the table.
+  if (!c->adopted) {
+    c->bytes_early = true;
+    return;
+  }
   c->deadline_set = true;
   std::weak_ptr<Link> weak = c->link;
   poller::at_st(Clock::now() + window(), [weak] {
@@ -474,6 +483,7 @@ void Conn::on_event_st(uint32_t) {
 void adopt_st(std::unique_ptr<Conn> conn) {
   FERRY_POLLER_ONLY();
   Conn* c = conn.get();
+  c->adopted = true;
   st().conns[c->link.get()] = std::move(conn);
 }
 
@@ -538,9 +548,12 @@ void launch(std::unique_ptr<Conn> conn) {
     adopt_st(std::move(owned));
     if (c->link->client) return start_client_st(c);
     start_server_st(c);
+    if (c->bytes_early) arm_deadline_st(c);
     if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
   };
-  now ? poller::submit(std::move(start)) : poller::post(std::move(start));
+  // A request held for this connection (accepted after the request came) waits for
+  // it: g_requests_held wakes the poller then.
+  now ? poller::submit(std::move(start)) : poller::post(std::move(start), &g_requests_held);
 }
 
 // Either side of a fresh connection: the handshake starts in the background unless
@@ -744,6 +757,7 @@ void before_fork() noexcept { g_spare.make(); }
 void after_fork_child() noexcept {
   // The parent's connections and listeners are the parent's business.
   g_state = g_spare.take();
+  g_requests_held.store(false, std::memory_order_relaxed);
   if (Link::alive() == 0) return;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
@@ -804,7 +818,11 @@ void release(Socket& s) noexcept {
   link->established() ? poller::submit(std::move(retire)) : poller::post(std::move(retire));
 }
 
-void end_of_batch_st() { st().dropped.clear(); }
+void end_of_batch_st() {
+  st().dropped.clear();
+  // Before the poller's fenced look at its queue, ahead of any sleep (poller::post).
+  g_requests_held.store(!st().held.empty(), std::memory_order_relaxed);
+}
 
 void channel_barrier_st() noexcept {
   // On the poller thread, or on a thread that holds it between rounds (poller::move_fd).

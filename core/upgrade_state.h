@@ -53,6 +53,8 @@ struct Conn : Endpoint, poller::Watcher {
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
   bool resolved = false;             // client: route resolved, waiting for the arm
   bool deadline_set = false;         // server: the wait for the request has a limit
+  bool adopted = false;              // in State::conns (launched)
+  bool bytes_early = false;          // server: the peer's first bytes came before the launch
   bool foreign = false;              // server: accepted on a listener another process opened
   bool claimed = false;              // server: our claim is in the tree's table
   uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port

@@ -334,6 +334,44 @@ scenario_late_accept() {
   expect_rdma 64000228 4
 }
 
+# The server accepts late (the client's request is held for it) and then only sends:
+# no byte from the client, no sleeping reader. The accept alone must take up the held
+# request.
+scenario_late_accept_push() {
+  local server
+  port=$((port + 1))
+  rm -f "$out/$scenario".*.log
+  FERRY_STATS=1 FERRY_LOG_FILE="$out/$scenario.server.log" timeout 120 "$ferry" /usr/bin/python3 -c '
+import socket, sys, time
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2])))
+l.listen(8)
+print("listening", flush=True)
+time.sleep(1)
+c, _ = l.accept()
+for _ in range(300):  # 30 MB, paced: the upgrade has time to finish mid-stream
+    c.sendall(b"p" * 100000)
+    time.sleep(0.01)
+c.close()' "$ip" $port > "$out/$scenario.server.out" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
+  FERRY_STATS=1 FERRY_LOG_FILE="$out/$scenario.client.log" timeout 120 "$ferry" /usr/bin/python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+n = 0
+while True:
+    b = s.recv(1 << 20)
+    if not b: break
+    n += len(b)
+print("received", n)' "$ip" $port > "$out/$scenario.client.out" 2>&1 || fail "client: $(tail -2 "$out/$scenario.client.out")"
+  wait $server || fail "server: $(tail -2 "$out/$scenario.server.out")"
+  grep -q "received 30000000" "$out/$scenario.client.out" || fail "client: $(tail -1 "$out/$scenario.client.out")"
+  expect server upgraded -eq 1
+  expect client upgraded -eq 1
+  say "[$scenario] $(cat "$out/$scenario.client.out"); $(counter client bytes_rdma_received) of them over RDMA"
+}
+
 # The server does not accept within FERRY_ACCEPT_WAIT_MS: the requests are refused and
 # counted, the connections stay on TCP, and the data is intact when it finally accepts.
 scenario_accept_too_late() {
@@ -463,7 +501,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_clients_churn plain_server_remembered late_accept accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds plain_clients_churn plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
