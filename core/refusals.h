@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace ferry::refusals {
 
@@ -45,5 +47,54 @@ class Table {
 // The process's table (any thread).
 bool refused_lately(const sockaddr_storage& peer) noexcept;
 void note_refusal(const sockaddr_storage& peer) noexcept;
+
+// One question per server at a time: while one connection's request to a server waits
+// for its answer, the process's other connections to that server wait for that answer
+// instead of asking too. A client pool (or wrk) opening its connections at once to a
+// plain server would otherwise build a queue pair and register rings for each. The
+// waiters then stay on TCP if the answer was "nothing listens here", and ask on their
+// own (all at once) otherwise. Not locked: only the poller thread uses it.
+template <class T>
+class Askers {
+ public:
+  // Whether `who` asks `k` now: nobody else does, and it becomes the asker. If not,
+  // it waits for the asker's answer.
+  bool ask(const Key& k, const std::shared_ptr<T>& who) {
+    for (Question& q : questions_) {
+      if (q.key == k) {
+        q.waiters.push_back(who);
+        return false;
+      }
+    }
+    questions_.push_back({k, who.get(), {}});
+    return true;
+  }
+  // `who`'s answer came, or it stopped asking (gone, or waited on too long): the
+  // connections that waited for it, to go on. None when `who` asks nothing.
+  std::vector<std::weak_ptr<T>> answered(const T* who) {
+    for (auto it = questions_.begin(); it != questions_.end(); ++it) {
+      if (it->asker == who) {
+        std::vector<std::weak_ptr<T>> w = std::move(it->waiters);
+        questions_.erase(it);
+        return w;
+      }
+    }
+    return {};
+  }
+  // Who asks k now; nullptr when nobody does.
+  const T* asker_of(const Key& k) const {
+    for (const Question& q : questions_)
+      if (q.key == k) return q.asker;
+    return nullptr;
+  }
+
+ private:
+  struct Question {
+    Key key;
+    const T* asker;
+    std::vector<std::weak_ptr<T>> waiters;
+  };
+  std::vector<Question> questions_;
+};
 
 }  // namespace ferry::refusals

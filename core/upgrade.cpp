@@ -119,9 +119,11 @@ void rewatch_st(Conn* c) {
   poller::rewatch(link.fd, handshake ? kWatchHandshake : kWatchLive, c);
 }
 
+void answered_st(const Link* asker);
 
 void drop_st(Conn* c) {
   FERRY_POLLER_ONLY();
+  if (c->link->client) answered_st(c->link.get());  // answered, failed or closed
   unwatch(*c->link);
   if (!c->link->client && !c->link->established()) remember_gone_st(c);
   st().parked.erase(c);
@@ -248,6 +250,39 @@ void start_client_st(Conn* c) {
 
 void connect_when_armed_st(Conn* c);
 
+// How long a client's other connections to a server wait for one connection's answer
+// from it before each asks on its own: a ferry server holds a request until its program
+// accepts the connection.
+constexpr auto kAskAlone = std::chrono::milliseconds(200);
+constexpr const char* kAnsweredNo = "no rdma_cm listener on the port (another connection asked)";
+
+// `asker`'s answer came, or it stopped asking: the connections that waited for it stay
+// on TCP if the answer was that nothing listens there, and otherwise each asks.
+void answered_st(const Link* asker) {
+  FERRY_POLLER_ONLY();
+  for (const std::weak_ptr<Link>& w : st().askers.answered(asker)) {
+    std::shared_ptr<Link> link = w.lock();
+    auto it = link ? st().conns.find(link.get()) : st().conns.end();
+    if (it == st().conns.end()) continue;
+    Conn* c = it->second.get();
+    c->waiting = false;
+    c->alone = true;
+    if (!refusals::refused_lately(c->peer)) {
+      connect_when_armed_st(c);
+    } else {
+      fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
+    }
+  }
+}
+
+// c's server answered with a response or a redirect: it runs ferry. Connections to it
+// ask without waiting for each other's answers for a while.
+void serving_st(const Conn* c) {
+  FERRY_POLLER_ONLY();
+  st().serving.note(refusals::key_of(c->peer), ns_of(Clock::now()) + refusals::kMemoryNs);
+  answered_st(c->link.get());
+}
+
 void on_route_event_st(Conn* c, rdma_cm_event_type type) {
   FERRY_POLLER_ONLY();
   switch (type) {
@@ -268,10 +303,23 @@ void on_route_event_st(Conn* c, rdma_cm_event_type type) {
 void connect_when_armed_st(Conn* c) {
   FERRY_POLLER_ONLY();
   int arm = c->link->arm.load();
-  if (!c->resolved || arm == Link::undecided || c->committed) return;
+  if (!c->resolved || arm == Link::undecided || c->committed || c->waiting) return;
   // The last moment either side may still back out alone.
   SocketRef s = c->link->socket.lock();
   if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  const refusals::Key key = refusals::key_of(c->peer);
+  // One question per server at a time (refusals::Askers), unless it is known to run ferry.
+  if (!c->alone && !c->redirect_port && !st().serving.holds(key, ns_of(Clock::now()))) {
+    // Answered while this one's route was resolved.
+    if (refusals::refused_lately(c->peer)) return fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
+    c->waiting = !st().askers.ask(key, c->link);
+    if (c->waiting) {
+      const Link* asker = st().askers.asker_of(key);
+      return poller::at_st(Clock::now() + kAskAlone, [key, asker] {
+        if (st().askers.asker_of(key) == asker) answered_st(asker);  // no answer yet
+      });
+    }
+  }
   std::string why;
   c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
   if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
@@ -287,6 +335,7 @@ void connect_when_armed_st(Conn* c) {
 // ask again there, once, with a fresh id and queue pair.
 void follow_st(Conn* c, uint16_t port) {
   FERRY_POLLER_ONLY();
+  serving_st(c);
   stats::add(stats::g.upgrades_redirected, 1);
   FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port,
             port);
@@ -312,6 +361,7 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
       return on_route_event_st(c, type);
     case RDMA_CM_EVENT_CONNECT_RESPONSE: {  // the QP is ours: rdma_cm leaves it to us
+      serving_st(c);
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));

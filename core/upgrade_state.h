@@ -8,6 +8,7 @@
 #include "core/link.h"
 #include "core/poller.h"
 #include "core/rdma.h"
+#include "core/refusals.h"
 #include "core/socket.h"
 #include "core/wire.h"
 
@@ -52,6 +53,8 @@ struct Conn : Endpoint, poller::Watcher {
   std::string key;                   // server: peer ip | peer port | local port
   bool committed = false;            // connect/accept sent: only rdma_cm decides now
   bool resolved = false;             // client: route resolved, waiting for the arm
+  bool waiting = false;              // client: waits for another connection's answer (Askers)
+  bool alone = false;                // client: asks without waiting for another's answer
   bool deadline_set = false;         // server: the wait for the request has a limit
   bool adopted = false;              // in State::conns (launched)
   bool bytes_early = false;          // server: the peer's first bytes came before the launch
@@ -97,6 +100,8 @@ struct State {
   std::unique_ptr<Listener> redirect4, redirect6;
   std::set<Link*> live;  // links with a channel, until they are destroyed
   bool probing = false;  // a persist-probe tick is due
+  refusals::Askers<Link> askers;  // clients' requests to servers not known to run ferry
+  refusals::Table serving;        // servers that answered a request lately (not "nothing listens")
 };
 
 // The process's upgrade state (core/upgrade.cpp; a forked child gets a fresh one).

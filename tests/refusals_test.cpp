@@ -67,5 +67,39 @@ TEST(Refusals, TheProcessTableRemembersWhatItWasTold) {
   EXPECT_FALSE(refused_lately(addr("198.18.0.77", 6380)));
 }
 
+TEST(Askers, OneAsksEachServerTheOthersWaitForItsAnswer) {
+  Askers<int> q;
+  auto a = std::make_shared<int>(1), b = std::make_shared<int>(2), c = std::make_shared<int>(3);
+  auto d = std::make_shared<int>(4);
+  const Key plain = key_of(addr("198.18.0.1", 6379)), other = key_of(addr("198.18.0.1", 6380));
+  EXPECT_TRUE(q.ask(plain, a));
+  EXPECT_FALSE(q.ask(plain, b));
+  EXPECT_FALSE(q.ask(plain, c));
+  EXPECT_TRUE(q.ask(other, d));  // another server: asked at once
+  EXPECT_EQ(q.asker_of(plain), a.get());
+  EXPECT_EQ(q.asker_of(other), d.get());
+  EXPECT_TRUE(q.answered(b.get()).empty());  // a waiter answers nothing
+  auto waiters = q.answered(a.get());
+  ASSERT_EQ(waiters.size(), 2u);
+  EXPECT_EQ(waiters[0].lock(), b);
+  EXPECT_EQ(waiters[1].lock(), c);
+  EXPECT_EQ(q.asker_of(plain), nullptr);
+  EXPECT_TRUE(q.answered(a.get()).empty());  // answered once
+  EXPECT_TRUE(q.ask(plain, b));  // the next question is b's
+  EXPECT_TRUE(q.answered(d.get()).empty());
+}
+
+TEST(Askers, AWaiterGoneMeanwhileIsHandedBackExpired) {
+  Askers<int> q;
+  auto a = std::make_shared<int>(1), b = std::make_shared<int>(2);
+  const Key k = key_of(addr("198.18.0.1", 6379));
+  EXPECT_TRUE(q.ask(k, a));
+  EXPECT_FALSE(q.ask(k, b));
+  b.reset();
+  auto waiters = q.answered(a.get());
+  ASSERT_EQ(waiters.size(), 1u);
+  EXPECT_TRUE(waiters[0].expired());
+}
+
 }  // namespace
 }  // namespace ferry::refusals

@@ -303,6 +303,37 @@ scenario_plain_clients_churn() {
 # A client under ferry that opens a connection per request to a plain server: the first
 # requests are rejected (no rdma_cm listener on the port), and for a while after that
 # its connections to that server stay on TCP without asking (core/refusals.h).
+# A client under ferry that opens several connections at once to a plain server (a
+# client pool, wrk): one request asks, the others wait for its answer instead of each
+# building a queue pair and registering rings for nothing.
+scenario_plain_server_asked_once() {
+  local server asked
+  port=$((port + 1))
+  rm -f "$out/$scenario".*.log
+  "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do ss -Hltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
+  # Ten connections, then a byte on each (every first data call at once), then the
+  # echoes (connect_rate serves them one by one), open until every upgrade is decided.
+  FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.client.log" timeout 120 \
+    "$ferry" /usr/bin/python3 -c '
+import socket, sys, time
+conns = [socket.create_connection((sys.argv[1], int(sys.argv[2]))) for _ in range(10)]
+for c in conns: c.sendall(b"x")
+print("echoed", sum(len(c.recv(1)) for c in conns))
+time.sleep(3)  # until every answer is in' "$ip" $port > "$out/$scenario.client.out" 2>&1 ||
+    fail "client: $(tail -2 "$out/$scenario.client.out")"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null || true
+  grep -q "echoed 10" "$out/$scenario.client.out" || fail "client: $(tail -2 "$out/$scenario.client.out")"
+  asked=$(grep -c "REJECTED: no rdma_cm listener on the port" "$out/$scenario.client.log")
+  expect client upgrades_started -eq 10
+  expect client upgraded -eq 0
+  expect client tcp_peer_refused -eq 10
+  [ "$asked" -eq 1 ] || fail "$asked of 10 connections asked the plain server, expected 1"
+  say "[$scenario] $asked of 10 connections asked"
+}
+
 scenario_plain_server_remembered() {
   local server conns started
   port=$((port + 1))
@@ -501,7 +532,7 @@ scenario_listen_then_connect() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_clients_churn plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
