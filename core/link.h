@@ -84,6 +84,10 @@ struct Link {
   // poller): the poller sets this when an event disarmed it, and a thread about to
   // sleep on `signal` has it re-armed (upgrade::watch_for_sleeper).
   std::atomic<bool> watch_idle{false};
+  // Server: the peer's first TCP bytes were seen, by the poller's watch or by the
+  // program's read (epoll reports no bytes the program took before the poller looked):
+  // the wait for its request is limited from then on (upgrade::peer_spoke).
+  std::atomic<bool> peer_spoke{false};
   std::weak_ptr<Socket> socket;
 
   // Written under Socket::tx_mu; readiness reads them without it.

@@ -96,6 +96,10 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   if (!tcp_counts(fd, client, link->tcp_sent, received)) return nullptr;
   link->tcp_received.store(received);
   auto c = make_conn(link, local, peer);
+  if (!client && received > 0) {  // the peer spoke before the accept
+    link->peer_spoke.store(true);
+    c->spoke_at = Clock::now();
+  }
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
   link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
@@ -493,35 +497,11 @@ void start_server_st(Conn* c) {
   }
 }
 
-// A server connection whose peer has sent bytes without asking for an upgrade within
-// the window stays on TCP: a client under ferry asks at its first data call, before
-// its first byte. Until the peer sends, the wait costs nothing but a table entry.
-void arm_deadline_st(Conn* c) {
-  FERRY_POLLER_ONLY();
-  if (c->link->client || c->committed || c->parked || c->deadline_set) return;
-  // Bytes before the launch (the program posted it after the watch began): the launch
-  // arms it, so that the deadline finds the connection in the table.
-  if (!c->adopted) {
-    c->bytes_early = true;
-    return;
-  }
-  c->deadline_set = true;
-  std::weak_ptr<Link> weak = c->link;
-  poller::at_st(Clock::now() + window(), [weak] {
-    auto link = weak.lock();
-    if (!link) return;
-    auto it = st().conns.find(link.get());
-    if (it == st().conns.end() || it->second->committed || it->second->parked ||
-        link->phase.load() != Link::Phase::handshake)
-      return;
-    fail_st(it->second.get(), stats::g.tcp_peer_refused, "no upgrade request from the peer");
-  });
-}
-
 void Conn::on_event_st(uint32_t) {
   FERRY_POLLER_ONLY();
   if (link->phase.load() == Link::Phase::handshake) {
-    arm_deadline_st(this);
+    link->peer_spoke.store(true, std::memory_order_relaxed);
+    arm_deadline_st(this, Clock::now());
     // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
     // below, so that one that misses this store is woken by the bump).
     link->watch_idle.store(true);
@@ -598,7 +578,7 @@ void launch(std::unique_ptr<Conn> conn) {
     adopt_st(std::move(owned));
     if (c->link->client) return start_client_st(c);
     start_server_st(c);
-    if (c->bytes_early) arm_deadline_st(c);
+    if (c->spoke_at != Clock::time_point{}) arm_deadline_st(c, c->spoke_at);
     if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
   };
   // A request held for this connection (accepted after the request came) waits for
@@ -645,6 +625,17 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 using namespace detail;
 
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
+
+void peer_spoke(const std::shared_ptr<Link>& link) noexcept {
+  if (link->client || link->peer_spoke.load(std::memory_order_relaxed) || link->peer_spoke.exchange(true)) return;
+  // Handed over without a wake: the deadline counts from now, and the poller's next
+  // round arms it (the connection's next arrival brings one if nothing comes sooner).
+  poller::post([weak = std::weak_ptr<Link>(link), spoke = Clock::now()] {
+    auto alive = weak.lock();
+    auto it = alive ? st().conns.find(alive.get()) : st().conns.end();
+    if (it != st().conns.end()) arm_deadline_st(it->second.get(), spoke);
+  });
+}
 
 void watch_for_sleeper(Link& link) noexcept {
   if (link.established() || !link.watch_idle.exchange(false)) return;

@@ -22,6 +22,10 @@ void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept;
 // poller's one-shot watch of the TCP side, if an arrival disarmed it, is re-armed, so
 // that the next arrival (or one already there) wakes the thread.
 void watch_for_sleeper(Link& link) noexcept;
+// The program read a server connection's TCP bytes while its handshake runs: the wait
+// for the peer's request is limited from now on, if the poller's watch has not seen
+// bytes yet (it misses those the program takes before it looks).
+void peer_spoke(const std::shared_ptr<Link>& link) noexcept;
 // The program's first data call on fd, an upgrading socket: the upgrade may commit now
 // (see Link::arm); in a forked child, one its parent never used starts here.
 void first_data_call(int fd, Socket& s) noexcept;

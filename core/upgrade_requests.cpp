@@ -1,7 +1,8 @@
 // A server's side of requests it cannot answer at once: requests held for a connection
 // the program has not accepted (or that another process of the tree serves), the
 // connections this process let go of, and the claims and redirects that send a
-// request on to the process that serves its connection (core/claims.h). Poller thread.
+// request on to the process that serves its connection (core/claims.h), and the limit
+// on the wait for a request that never comes. Poller thread.
 #include "core/upgrade_state.h"
 
 #include "core/claims.h"
@@ -88,7 +89,56 @@ uint16_t redirect_port_st(sa_family_t family) {
   return slot->port;
 }
 
+// Waits for a request that end within this of each other end at one wakeup of the
+// poller: a server that a stream of short plain connections keeps busy wakes a few
+// times a window, not once a connection.
+Clock::duration deadline_slack() { return window() / 8; }
+
+void schedule_sweep_st();
+
+void sweep_deadlines_st() {
+  FERRY_POLLER_ONLY();
+  st().sweeping = false;
+  const auto now = Clock::now();
+  auto& due = st().deadlines;
+  while (!due.empty() && due.begin()->first <= now) {
+    std::shared_ptr<Link> link = due.begin()->second.lock();
+    due.erase(due.begin());
+    if (!link) continue;
+    auto it = st().conns.find(link.get());
+    if (it == st().conns.end() || it->second->committed || it->second->parked ||
+        link->phase.load() != Link::Phase::handshake)
+      continue;
+    fail_st(it->second.get(), stats::g.tcp_peer_refused, "no upgrade request from the peer");
+  }
+  schedule_sweep_st();
+}
+
+void schedule_sweep_st() {
+  if (st().sweeping || st().deadlines.empty()) return;
+  st().sweeping = true;
+  poller::at_st(st().deadlines.begin()->first + deadline_slack(), sweep_deadlines_st);
+}
+
 }  // namespace
+
+// A server connection whose peer has sent bytes without asking for an upgrade within
+// the window since stays on TCP: a client under ferry asks at its first data call,
+// before its first byte. Until the peer sends, the wait costs nothing but a table
+// entry.
+void arm_deadline_st(Conn* c, Clock::time_point spoke) {
+  FERRY_POLLER_ONLY();
+  if (c->link->client || c->committed || c->parked || c->deadline_set) return;
+  // Bytes before the launch (the program posted it after the watch began): the launch
+  // arms it, so that the deadline finds the connection in the table.
+  if (!c->adopted) {
+    if (c->spoke_at == Clock::time_point{}) c->spoke_at = spoke;
+    return;
+  }
+  c->deadline_set = true;
+  st().deadlines.emplace(spoke + window(), c->link);
+  schedule_sweep_st();
+}
 
 std::string key_of_conn(const Conn* c) {
   return conn_key(reinterpret_cast<const sockaddr*>(&c->peer), c->peer_port, c->local_port);

@@ -57,7 +57,7 @@ struct Conn : Endpoint, poller::Watcher {
   bool alone = false;                // client: asks without waiting for another's answer
   bool deadline_set = false;         // server: the wait for the request has a limit
   bool adopted = false;              // in State::conns (launched)
-  bool bytes_early = false;          // server: the peer's first bytes came before the launch
+  poller::Clock::time_point spoke_at{};  // server: the peer's first bytes, seen before the launch
   bool foreign = false;              // server: accepted on a listener another process opened
   bool claimed = false;              // server: our claim is in the tree's table
   uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port
@@ -96,6 +96,9 @@ struct State {
   std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
   std::set<Conn*> parked;  // conns holding a matched request until the program's first data call
   bool rechecking = false;  // a look at the claims for held and parked requests is due
+  // Server connections' waits for their request, by their end (arm_deadline_st).
+  std::multimap<poller::Clock::time_point, std::weak_ptr<Link>> deadlines;
+  bool sweeping = false;  // a look at `deadlines` is due
   // Listeners for redirected requests (one per address family, made on first need).
   std::unique_ptr<Listener> redirect4, redirect6;
   std::set<Link*> live;  // links with a channel, until they are destroyed
@@ -134,5 +137,8 @@ void schedule_recheck_st();
 void hold_st(rdma::CmId id, const wire::Hello& h, std::string key);
 // Claims a connection accepted on another process's listener, for its request.
 void claim_st(Conn* c);
+// The peer of server connection c sent its first bytes at `spoke`: without a request
+// within the window from then, the connection stays on TCP.
+void arm_deadline_st(Conn* c, poller::Clock::time_point spoke);
 
 }  // namespace ferry::upgrade::detail
