@@ -260,8 +260,8 @@ void connect_when_armed_st(Conn* c);
 constexpr auto kAskAlone = std::chrono::milliseconds(200);
 constexpr const char* kAnsweredNo = "no rdma_cm listener on the port (another connection asked)";
 
-// `asker`'s answer came, or it stopped asking: the connections that waited for it stay
-// on TCP if the answer was that nothing listens there, and otherwise each asks.
+// `asker`'s answer came, or it stopped asking: each connection that waited for it asks
+// on its own, unless the answer was that nothing listens there (connect_when_armed_st).
 void answered_st(const Link* asker) {
   FERRY_POLLER_ONLY();
   for (const std::weak_ptr<Link>& w : st().askers.answered(asker)) {
@@ -271,11 +271,7 @@ void answered_st(const Link* asker) {
     Conn* c = it->second.get();
     c->waiting = false;
     c->alone = true;
-    if (!refusals::refused_lately(c->peer)) {
-      connect_when_armed_st(c);
-    } else {
-      fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
-    }
+    connect_when_armed_st(c);
   }
 }
 
@@ -311,11 +307,12 @@ void connect_when_armed_st(Conn* c) {
   // The last moment either side may still back out alone.
   SocketRef s = c->link->socket.lock();
   if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  // Answered by another connection while this one's route was resolved, or while it
+  // waited for that answer.
+  if (!c->redirect_port && refusals::refused_lately(c->peer)) return fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
   const refusals::Key key = refusals::key_of(c->peer);
   // One question per server at a time (refusals::Askers), unless it is known to run ferry.
   if (!c->alone && !c->redirect_port && !st().serving.holds(key, ns_of(Clock::now()))) {
-    // Answered while this one's route was resolved.
-    if (refusals::refused_lately(c->peer)) return fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
     c->waiting = !st().askers.ask(key, c->link);
     if (c->waiting) {
       const Link* asker = st().askers.asker_of(key);
