@@ -76,7 +76,7 @@ std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockadd
 // Attaches a fresh Link to s, moves it to `upgrading` and starts watching its TCP side
 // (here, on the program's thread, while fd surely is this socket). Program thread.
 std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
-                            const sockaddr_storage& peer) {
+                            const sockaddr_storage& peer, bool fresh) {
   // A Link's channel owns its QP and CQ, which only the poller thread may destroy (it
   // may be in the middle of their completions); whoever drops the last reference to a
   // link with a channel hands it there.
@@ -93,13 +93,11 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   link->socket = s;
   link->fd = fd;
   uint64_t received = 0;
-  if (!tcp_counts(fd, client, link->tcp_sent, received)) return nullptr;
+  // A socket accept() has just returned: the program has read and written nothing on
+  // it yet, and four system calls a connection are saved.
+  if (!fresh && !tcp_counts(fd, client, link->tcp_sent, received)) return nullptr;
   link->tcp_received.store(received);
   auto c = make_conn(link, local, peer);
-  if (!client && received > 0) {  // the peer spoke before the accept
-    link->peer_spoke.store(true);
-    c->spoke_at = Clock::now();
-  }
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
   link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
@@ -584,8 +582,9 @@ void launch(std::unique_ptr<Conn> conn) {
 }
 
 // Either side of a fresh connection: the handshake starts in the background unless
-// the peer is loopback or the process has no RDMA.
-void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
+// the peer is loopback or the process has no RDMA. `fresh`: accept() has just returned
+// it.
+void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) noexcept {
   // Without RDMA, no system call: a process that cannot upgrade pays nothing per
   // connection (so its loopback connections count here too).
   if (!rdma::some_device_allowed(config().devices)) {  // before the poller: rdma-core stays unloaded
@@ -609,7 +608,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
     stats::add(stats::g.tcp_peer_refused, 1);
     return;
   }
-  auto conn = begin(fd, s, client, local, peer);
+  auto conn = begin(fd, s, client, local, peer, fresh);
   if (!conn) return;
   if (!client) conn->key = key_of_conn(conn.get());
   conn->foreign = foreign;
@@ -621,7 +620,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign) noexcept {
 
 using namespace detail;
 
-void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false); }
+void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false, false); }
 
 void peer_spoke(const std::shared_ptr<Link>& link) noexcept {
   if (link->client || link->peer_spoke.load(std::memory_order_relaxed) || link->peer_spoke.exchange(true)) return;
@@ -692,7 +691,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   }, window());
 }
 
-void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign); }
+void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign, true); }
 
 namespace {
 
@@ -726,7 +725,7 @@ void passed_in(int fd, const SocketRef& s) noexcept {
     return;
   t->drop(key, who.pid);
   FERRY_LOG(debug, "upgrade", "fd %d: a connection passed unused by process %d: upgrading it here", fd, who.pid);
-  start(fd, s, false, true);
+  start(fd, s, false, true, false);
 }
 
 namespace {
