@@ -84,10 +84,20 @@ struct Link {
   // poller): the poller sets this when an event disarmed it, and a thread about to
   // sleep on `signal` has it re-armed (upgrade::watch_for_sleeper).
   std::atomic<bool> watch_idle{false};
+  // A connection accept() returned is watched only once a thread is about to sleep on
+  // it or the poller needs its arrivals (its establishment): until then it starts
+  // `watch_idle`, with the watch not there yet. `watcher` is what the watch reports
+  // to (the poller's Conn, alive while `unwatched` is not set). Under watch_mu:
+  // `unwatched` is set for good once the program let go of fd or the poller of the
+  // connection, and no watch is made after that.
+  poller::Watcher* watcher = nullptr;
+  bool unwatched = false;
   // Server: the peer's first TCP bytes were seen, by the poller's watch or by the
   // program's read (epoll reports no bytes the program took before the poller looked):
   // the wait for its request is limited from then on (upgrade::peer_spoke).
   std::atomic<bool> peer_spoke{false};
+  // Server: the poller has armed that limit (upgrade::arm_deadline_st).
+  std::atomic<bool> limit_armed{false};
   std::weak_ptr<Socket> socket;
 
   // Written under Socket::tx_mu; readiness reads them without it.

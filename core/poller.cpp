@@ -292,12 +292,13 @@ void wake() {
   real.write(P().wake_fd.load(), &one, sizeof one);
 }
 
-// Wakes the thread if it sleeps or is about to, after the caller's push.
-void nudge() {
+}  // namespace
+
+void nudge() noexcept {
+  if (P().state.load(std::memory_order_acquire) != State::running) return;  // never starts one
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (P().asleep.load() && P().asleep.exchange(false)) wake();
 }
-}  // namespace
 
 bool submit(std::function<void()> fn) noexcept {
   if (!available()) return false;

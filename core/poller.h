@@ -47,6 +47,8 @@ bool submit(std::function<void()> fn) noexcept;
 // or posted. `awaited`, if given, is a flag the poller thread sets (before it goes to
 // sleep) when work like fn is awaited: read after the push, it makes this a submit.
 bool post(std::function<void()> fn, const std::atomic<bool>* awaited = nullptr) noexcept;
+// Wakes the thread if it sleeps or is about to: what was posted before runs soon.
+void nudge() noexcept;
 
 // Runs fn on the poller thread and returns once it has run, or after `limit` (then
 // false, and fn still runs later). False at once when there is no poller.

@@ -100,25 +100,43 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   auto c = make_conn(link, local, peer);
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
-  link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
+  link->watcher = c.get();
+  // A server's program that reads what is there and never sleeps on the connection
+  // during its handshake (a plain client's request, answered at once) costs no
+  // epoll_ctl: watch_for_sleeper or the establishment makes the watch.
+  if (fresh && !client) {
+    link->watch_idle.store(true);
+  } else {
+    link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
+  }
   stats::add(stats::g.upgrades_started, 1);
   return c;
 }
 
 void unwatch(Link& link) {
   std::lock_guard<Lock> lock(link.watch_mu);
+  link.unwatched = true;
   if (link.watching.exchange(false)) poller::unwatch(link.fd);
 }
 
-// Re-arms the connection's watch, one-shot while its handshake runs.
+// Makes or re-arms the connection's watch (one-shot while its handshake runs), unless
+// it was removed for good: under watch_mu, fd is still the program's socket then (a
+// close takes the lock before the kernel frees the number).
+void watch_now(Link& link) {
+  std::lock_guard<Lock> lock(link.watch_mu);
+  if (link.unwatched) return;
+  const uint32_t events = link.phase.load() == Link::Phase::handshake ? kWatchHandshake : kWatchLive;
+  link.watch_idle.store(false);
+  if (link.watching.load()) {
+    poller::rewatch(link.fd, events, link.watcher);
+  } else {
+    link.watching.store(poller::watch(link.fd, events, link.watcher));
+  }
+}
+
 void rewatch_st(Conn* c) {
   FERRY_POLLER_ONLY();
-  Link& link = *c->link;
-  std::lock_guard<Lock> lock(link.watch_mu);
-  if (!link.watching.load()) return;
-  const bool handshake = link.phase.load() == Link::Phase::handshake;
-  link.watch_idle.store(false);
-  poller::rewatch(link.fd, handshake ? kWatchHandshake : kWatchLive, c);
+  watch_now(*c->link);
 }
 
 void answered_st(const Link* asker);
@@ -634,12 +652,14 @@ void peer_spoke(const std::shared_ptr<Link>& link) noexcept {
 }
 
 void watch_for_sleeper(Link& link) noexcept {
-  if (link.established() || !link.watch_idle.exchange(false)) return;
-  Link* key = &link;  // looked up, never followed: only a Conn in the table holds it alive
-  poller::submit([key] {
-    auto it = st().conns.find(key);
-    if (it != st().conns.end()) rewatch_st(it->second.get());
-  });
+  if (link.established()) return;
+  // Made or re-armed here, without a poller round: the Conn it reports to lives while
+  // the watch may be made (watch_now).
+  if (link.watch_idle.exchange(false)) watch_now(link);
+  // The limit on a server's wait for its request, posted by a read (peer_spoke), is
+  // armed before anyone sleeps on the connection: the poller may have no other reason
+  // to run until the peer's next bytes, which may be long in coming.
+  if (!link.client && link.peer_spoke.load() && !link.limit_armed.load(std::memory_order_relaxed)) poller::nudge();
 }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
@@ -749,7 +769,12 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
     conn->key = key_of_conn(conn.get());
     conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
   }
-  link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
+  {
+    std::lock_guard<Lock> lock(link->watch_mu);
+    link->watcher = conn.get();
+    link->unwatched = false;  // the watch is this process's now
+    link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
+  }
   stats::add(stats::g.upgrades_started, 1);
   stats::add(stats::g.upgrades_reclaimed, 1);
   launch(std::move(conn));
@@ -800,6 +825,7 @@ void after_fork_child() noexcept {
     if (!s->link) return;
     s->link->inherited = true;
     s->link->watching.store(false);  // the parent's poller watches it, not ours
+    s->link->unwatched = true;
     if (s->transport() == Transport::upgrading && s->link->arm.load() == Link::undecided &&
         s->link->phase.load() == Link::Phase::handshake) {
       // Never used by the parent: the child's first data call upgrades it (reclaim()).

@@ -136,6 +136,7 @@ void arm_deadline_st(Conn* c, Clock::time_point spoke) {
     return;
   }
   c->deadline_set = true;
+  c->link->limit_armed.store(true, std::memory_order_relaxed);
   st().deadlines.emplace(spoke + window(), c->link);
   schedule_sweep_st();
 }
