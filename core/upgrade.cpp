@@ -773,6 +773,9 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
     std::lock_guard<Lock> lock(link->watch_mu);
     link->watcher = conn.get();
     link->unwatched = false;  // the watch is this process's now
+    // The wait for the request starts afresh here, as the parent's did.
+    link->peer_spoke.store(false);
+    link->limit_armed.store(false);
     link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
   }
   stats::add(stats::g.upgrades_started, 1);

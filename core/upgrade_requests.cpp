@@ -128,14 +128,13 @@ void schedule_sweep_st() {
 // entry.
 void arm_deadline_st(Conn* c, Clock::time_point spoke) {
   FERRY_POLLER_ONLY();
-  if (c->link->client || c->committed || c->parked || c->deadline_set) return;
+  if (c->link->client || c->committed || c->parked || c->link->limit_armed.load(std::memory_order_relaxed)) return;
   // Bytes before the launch (the program posted it after the watch began): the launch
   // arms it, so that the deadline finds the connection in the table.
   if (!c->adopted) {
     if (c->spoke_at == Clock::time_point{}) c->spoke_at = spoke;
     return;
   }
-  c->deadline_set = true;
   c->link->limit_armed.store(true, std::memory_order_relaxed);
   st().deadlines.emplace(spoke + window(), c->link);
   schedule_sweep_st();

@@ -55,7 +55,6 @@ struct Conn : Endpoint, poller::Watcher {
   bool resolved = false;             // client: route resolved, waiting for the arm
   bool waiting = false;              // client: waits for another connection's answer (Askers)
   bool alone = false;                // client: asks without waiting for another's answer
-  bool deadline_set = false;         // server: the wait for the request has a limit
   bool adopted = false;              // in State::conns (launched)
   poller::Clock::time_point spoke_at{};  // server: the peer's first bytes, seen before the launch
   bool foreign = false;              // server: accepted on a listener another process opened
