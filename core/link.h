@@ -75,9 +75,9 @@ struct Link {
   // number can be reused).
   int fd = -1;
   std::atomic<bool> watching{false};
-  // Orders the poller's re-arming of the watch (upgrade::rewatch_st) with its removal by
-  // the program's close: a watch is re-armed only while `watching`, so never on a
-  // number the program closed and may have reused.
+  // Orders the making or re-arming of the watch (upgrade::watch_now) with its removal by
+  // the program's close: a watch is made or re-armed only while `unwatched` is not
+  // set, so never on a number the program closed and may have reused.
   Lock watch_mu;
   // While the handshake runs the watch is one-shot (a server's first TCP bytes start
   // its wait for the request; an epoll server's every request would otherwise wake the

@@ -134,11 +134,6 @@ void watch_now(Link& link) {
   }
 }
 
-void rewatch_st(Conn* c) {
-  FERRY_POLLER_ONLY();
-  watch_now(*c->link);
-}
-
 void answered_st(const Link* asker);
 
 void drop_st(Conn* c) {
@@ -222,7 +217,7 @@ void established_st(Conn* c) {
   st().live.insert(c->link.get());
   schedule_probe_st();
   c->link->phase.store(Link::Phase::established, std::memory_order_release);
-  rewatch_st(c);  // every TCP arrival counts from now on (edges, the peer's cutover)
+  watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
   s->transition(Transport::upgrading, Transport::rdma);
   stats::add(stats::g.upgraded, 1);
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u now on RDMA", c->link->client ? "client" : "server", c->local_port,
