@@ -16,8 +16,8 @@ namespace {
 
 std::atomic<Table*> g_table{nullptr};
 
-bool same(const char (&stored)[kKeySize], std::string_view key) {
-  return key.size() < kKeySize && memcmp(stored, key.data(), key.size()) == 0 && stored[key.size()] == 0;
+bool same(const char (&stored)[kKeySize], uint8_t stored_len, std::string_view key) {
+  return key.size() == stored_len && memcmp(stored, key.data(), key.size()) == 0;
 }
 
 }  // namespace
@@ -37,11 +37,11 @@ bool Table::read(size_t i, std::string_view key, int64_t now, Slot& out) const n
   out.pid = s.pid;
   out.port = s.port;
   out.expires = s.expires;
+  out.key_len = s.key_len;
   memcpy(out.key, s.key, kKeySize);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (s.seq.load(std::memory_order_relaxed) != before) return false;
-  out.key[kKeySize - 1] = 0;
-  return out.pid != 0 && out.expires > now && same(out.key, key);
+  return out.pid != 0 && out.expires > now && same(out.key, out.key_len, key);
 }
 
 bool Table::claim(std::string_view key, const Claim& who, int64_t now, int64_t expires) noexcept {
@@ -66,7 +66,7 @@ bool Table::claim(std::string_view key, const Claim& who, int64_t now, int64_t e
   uint32_t seq = s.seq.load(std::memory_order_relaxed);
   if ((seq & 1) || !s.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return false;
   std::atomic_thread_fence(std::memory_order_release);
-  if (s.pid != 0 && s.expires > now && !same(s.key, key)) {  // taken since we looked
+  if (s.pid != 0 && s.expires > now && !same(s.key, s.key_len, key)) {  // taken since we looked
     s.seq.store(seq + 2, std::memory_order_release);
     return false;
   }
@@ -75,6 +75,7 @@ bool Table::claim(std::string_view key, const Claim& who, int64_t now, int64_t e
   s.expires = expires;
   memset(s.key, 0, kKeySize);
   memcpy(s.key, key.data(), key.size());
+  s.key_len = static_cast<uint8_t>(key.size());
   s.seq.store(seq + 2, std::memory_order_release);
   return true;
 }
@@ -100,7 +101,7 @@ void Table::drop(std::string_view key, int32_t pid) noexcept {
     if (!read((first + k) % kSlots, key, INT64_MIN, seen) || seen.pid != pid) continue;
     uint32_t seq = s.seq.load(std::memory_order_relaxed);
     if ((seq & 1) || !s.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire)) return;
-    if (s.pid == pid && same(s.key, key)) s.pid = 0;
+    if (s.pid == pid && same(s.key, s.key_len, key)) s.pid = 0;
     s.seq.store(seq + 2, std::memory_order_release);
     return;
   }
@@ -126,7 +127,7 @@ Table* make_shared(bool per_user) noexcept {
   Table* t = nullptr;
   if (per_user) {
     char path[64];
-    snprintf(path, sizeof path, "/dev/shm/ferry-claims.%u", static_cast<unsigned>(geteuid()));
+    snprintf(path, sizeof path, "/dev/shm/ferry-claims-2.%u", static_cast<unsigned>(geteuid()));
     t = map_named(path);
   }
   if (!t) {

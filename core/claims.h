@@ -11,10 +11,11 @@
 //
 // SO_REUSEPORT listeners of unrelated processes share one port, and only one of them
 // can hold the rdma_cm listener on it: a process whose first listener has SO_REUSEPORT
-// maps the table of its effective user instead (/dev/shm/ferry-claims.UID, mode 0600,
+// maps the table of its effective user instead (/dev/shm/ferry-claims-2.UID, mode 0600,
 // owned by that user), so that the process holding the rdma_cm port can redirect the
 // others' requests. The kernel lets only sockets of one effective user join a reuseport
-// group; the table has the same boundary.
+// group; the table has the same boundary. The name's number is the table's layout and
+// key format: processes of another ferry with another format map another file.
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,7 @@
 
 namespace ferry::claims {
 
-constexpr size_t kKeySize = 64;  // "peer ip|peer port|local port", as upgrade.cpp spells it
+constexpr size_t kKeySize = 64;  // endpoint::conn_key's bytes, or another space's (upgrade.cpp)
 
 struct Claim {
   int32_t pid = 0;
@@ -54,6 +55,7 @@ class Table {
     int32_t pid = 0;
     int64_t expires = 0;
     uint16_t port = 0;
+    uint8_t key_len = 0;  // keys are bytes, zeros among them
     char key[kKeySize] = {};
   };
   size_t home(std::string_view key) const noexcept;

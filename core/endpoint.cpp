@@ -55,7 +55,29 @@ void unmap(sockaddr_storage& a) {
 }
 
 std::string conn_key(const sockaddr* peer, uint16_t peer_port, uint16_t local_port) {
-  return ip_text(peer) + "|" + std::to_string(peer_port) + "|" + std::to_string(local_port);
+  // Raw bytes, no formatting: a server makes one per accepted connection. An IPv4 key
+  // (9 bytes) fits in the string's own buffer.
+  char k[1 + 16 + 4];
+  size_t n = 1;
+  const uint8_t* ip = nullptr;
+  size_t ip_len = 0;
+  if (peer->sa_family == AF_INET) {
+    ip = reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(peer)->sin_addr);
+    ip_len = 4;
+  } else if (peer->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr;
+    const bool mapped = IN6_IS_ADDR_V4MAPPED(&v6);
+    ip = mapped ? &v6.s6_addr[12] : v6.s6_addr;
+    ip_len = mapped ? 4 : 16;
+  }
+  k[0] = ip_len == 4 ? '4' : ip_len == 16 ? '6' : '?';
+  if (ip_len) memcpy(k + n, ip, ip_len);
+  n += ip_len;
+  for (uint16_t port : {peer_port, local_port}) {
+    k[n++] = static_cast<char>(port >> 8);
+    k[n++] = static_cast<char>(port & 0xff);
+  }
+  return std::string(k, n);
 }
 
 bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer) {

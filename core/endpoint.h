@@ -15,7 +15,9 @@ uint16_t port_of(const sockaddr* a);
 bool is_loopback(const sockaddr* a);
 // rdma_cm wants plain IPv4 for v4-mapped peers.
 void unmap(sockaddr_storage& a);
-// What a server matches an upgrade request by: "peer ip|peer port|local port".
+// What a server matches an upgrade request by: the peer's address, the peer's port and
+// the local port, as bytes (a v4-mapped address as its IPv4 one); the first byte is
+// '4', '6' or '?', so keys of one kind all have one length.
 std::string conn_key(const sockaddr* peer, uint16_t peer_port, uint16_t local_port);
 // fd's own and its peer's address; false unless it is a connected IPv4/IPv6 socket.
 bool addresses(int fd, sockaddr_storage& local, sockaddr_storage& peer);

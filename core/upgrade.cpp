@@ -470,7 +470,8 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   // Let go here; without a claims table nobody else can serve it.
   if (!claims::shared() && is_gone_st(key)) {
     stats::add(stats::g.requests_unmatched, 1);
-    FERRY_LOG(debug, "upgrade", "refused a request for a connection already let go (%s)", key.c_str());
+    FERRY_LOG(debug, "upgrade", "refused a request for a connection already let go (%s port %u to %u)",
+              endpoint::ip_text(rdma_get_peer_addr(raw)).c_str(), h.client_port, h.server_port);
     return reject_st(std::move(id));
   }
   hold_st(std::move(id), h, std::move(key));

@@ -151,7 +151,8 @@ void remember_gone_st(const Conn* c) {
     if (it != st().gone.end() && it->second <= now) st().gone.erase(it);
     st().gone_order.pop_front();
   }
-  std::string key = key_of_conn(c);
+  // The key made at the start, unless a request matched it since.
+  std::string key = c->key.empty() ? key_of_conn(c) : c->key;
   const auto until = now + gone_memory();
   st().gone[key] = until;
   st().gone_order.emplace_back(std::move(key), until);

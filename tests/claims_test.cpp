@@ -25,6 +25,21 @@ TEST(Claims, ClaimedKeyIsFoundUntilItExpires) {
   EXPECT_FALSE(t->find("198.18.0.2|40000|800", 0, c));
 }
 
+TEST(Claims, KeysAreBytesZerosAmongThem) {
+  auto t = std::make_unique<Table>();
+  const std::string key("4\xc6\x12\x00\x02\x9c\x40\x00\x50", 9);
+  ASSERT_TRUE(t->claim(key, {7, 1}, 0, 100));
+  Claim c;
+  ASSERT_TRUE(t->find(key, 1, c));
+  EXPECT_EQ(c.pid, 7);
+  EXPECT_FALSE(t->find(key.substr(0, 3), 1, c));  // up to the first zero: another key
+  EXPECT_FALSE(t->find(key + std::string(1, '\0'), 1, c));
+  t->drop(key.substr(0, 3), 7);
+  EXPECT_TRUE(t->find(key, 1, c));
+  t->drop(key, 7);
+  EXPECT_FALSE(t->find(key, 1, c));
+}
+
 TEST(Claims, NewerClaimReplacesOlderOne) {
   auto t = std::make_unique<Table>();
   ASSERT_TRUE(t->claim("k", {1, 10}, 0, 100));

@@ -35,6 +35,46 @@ TEST(TcpCountsOf, FinsAreNotStreamBytes) {
   EXPECT_EQ(c.received, 0u);
 }
 
+sockaddr_storage v4(const char* ip) {
+  sockaddr_storage a{};
+  auto* s = reinterpret_cast<sockaddr_in*>(&a);
+  s->sin_family = AF_INET;
+  inet_pton(AF_INET, ip, &s->sin_addr);
+  return a;
+}
+
+sockaddr_storage v6(const char* ip) {
+  sockaddr_storage a{};
+  auto* s = reinterpret_cast<sockaddr_in6*>(&a);
+  s->sin6_family = AF_INET6;
+  inet_pton(AF_INET6, ip, &s->sin6_addr);
+  return a;
+}
+
+std::string key(const sockaddr_storage& a, uint16_t peer_port, uint16_t local_port) {
+  return conn_key(reinterpret_cast<const sockaddr*>(&a), peer_port, local_port);
+}
+
+TEST(ConnKey, MappedAddressIsItsIPv4One) {
+  EXPECT_EQ(key(v4("198.18.0.2"), 40000, 80), key(v6("::ffff:198.18.0.2"), 40000, 80));
+  EXPECT_NE(key(v4("198.18.0.2"), 40000, 80), key(v6("::198.18.0.2"), 40000, 80));
+  // Short enough to need no allocation.
+  EXPECT_LE(key(v4("198.18.0.2"), 40000, 80).size(), 15u);
+}
+
+TEST(ConnKey, EveryPartTells) {
+  const std::string k = key(v4("198.18.0.2"), 40000, 80);
+  EXPECT_NE(k, key(v4("198.18.0.3"), 40000, 80));
+  EXPECT_NE(k, key(v4("198.18.0.2"), 40001, 80));
+  EXPECT_NE(k, key(v4("198.18.0.2"), 40000, 81));
+  // The two ports are not interchangeable, nor their bytes.
+  EXPECT_NE(key(v4("198.18.0.2"), 80, 40000), key(v4("198.18.0.2"), 40000, 80));
+  EXPECT_NE(key(v4("198.18.0.2"), 0x0100, 0), key(v4("198.18.0.2"), 0, 0x0100));
+  // Keys of one kind have one length: no key is a prefix of another.
+  EXPECT_EQ(key(v4("0.0.0.0"), 0, 0).size(), k.size());
+  EXPECT_EQ(key(v6("2001:db8::1"), 1, 2).size(), key(v6("::"), 0, 0).size());
+}
+
 // A connected loopback pair; the kernel's own counts are the specification.
 struct Pair {
   int client = -1, server = -1;
