@@ -92,10 +92,17 @@ struct Link {
   // connection, and no watch is made after that.
   poller::Watcher* watcher = nullptr;
   bool unwatched = false;
-  // Server: the peer's first TCP bytes were seen, by the poller's watch or by the
-  // program's read (epoll reports no bytes the program took before the poller looked):
-  // the wait for its request is limited from then on (upgrade::peer_spoke).
-  std::atomic<bool> peer_spoke{false};
+  // Server: when the peer's first TCP bytes were seen (steady clock, ns; 0: not yet),
+  // by the poller's watch or by the program's read (epoll reports no bytes the program
+  // took before the poller looked): the wait for its request is limited from then on
+  // (upgrade::peer_spoke).
+  std::atomic<int64_t> spoke_ns{0};
+  // Server: a connection accept() returned reaches the poller by a post, which the
+  // poller's next round takes (`posted` until then). One the program lets go first
+  // (`let_go`) costs the poller no more than a note that it went: no post at its
+  // close, no table entries. Any other connection is `taken` from the start.
+  enum Launch : uint8_t { taken, posted, let_go };
+  std::atomic<uint8_t> launch{taken};
   // Server: the poller has armed that limit (upgrade::arm_deadline_st).
   std::atomic<bool> limit_armed{false};
   std::weak_ptr<Socket> socket;

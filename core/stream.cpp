@@ -227,7 +227,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   m.msg_iovlen = static_cast<size_t>(part.n);
   long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
   if (r > 0) {
-    if (!est && !link.client && !link.peer_spoke.load(std::memory_order_relaxed)) upgrade::peer_spoke(s.link);
+    if (!est && !link.client && link.spoke_ns.load(std::memory_order_relaxed) == 0) upgrade::peer_spoke(s.link);
     if (!peek) {
       link.tcp_received += static_cast<uint64_t>(r);
       stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));

@@ -164,6 +164,27 @@ void drop_st(Conn* c) {
   st().conns.erase(it);
 }
 
+// A server connection the program let go before the poller took it up (Link::launch):
+// what its start and drop would have left behind, the note that it went. A request
+// that came for it first is refused, unless another process of the tree may serve it
+// (then it stays held, as drop_st would hold it again).
+void let_go_st(std::unique_ptr<Conn> c) {
+  FERRY_POLLER_ONLY();
+  unwatch(*c->link);
+  if (!claims::shared()) {
+    for (auto it = st().held.begin(); it != st().held.end();) {
+      if (it->key != c->key) {
+        ++it;
+        continue;
+      }
+      reject_st(std::move(it->id));
+      it = st().held.erase(it);
+    }
+  }
+  remember_gone_st(c.get());
+  st().dropped.push_back(std::move(c));  // a watch's event may still name it this round
+}
+
 void reject_st(rdma::CmId id) {
   FERRY_POLLER_ONLY();
   if (id) rdma_reject(id.get(), nullptr, 0);
@@ -506,11 +527,18 @@ void start_server_st(Conn* c) {
   }
 }
 
+// Notes the time of the peer's first bytes; true for the note that counted. Any thread.
+bool note_spoke(Link& link) {
+  int64_t none = 0;
+  return link.spoke_ns.load(std::memory_order_relaxed) == 0 &&
+         link.spoke_ns.compare_exchange_strong(none, ns_of(Clock::now()));
+}
+
 void Conn::on_event_st(uint32_t) {
   FERRY_POLLER_ONLY();
   if (link->phase.load() == Link::Phase::handshake) {
-    link->peer_spoke.store(true, std::memory_order_relaxed);
-    arm_deadline_st(this, Clock::now());
+    note_spoke(*link);
+    arm_deadline_st(this);
     // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
     // below, so that one that misses this store is woken by the bump).
     link->watch_idle.store(true);
@@ -582,12 +610,16 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
 // handed over after it.
 void launch(std::unique_ptr<Conn> conn) {
   const bool now = conn->link->client || conn->foreign;
+  if (!now) conn->link->launch.store(Link::posted);
   auto start = [c = conn.release()] {
     std::unique_ptr<Conn> owned(c);
+    uint8_t was = Link::posted;
+    if (!c->link->launch.compare_exchange_strong(was, Link::taken) && was == Link::let_go)
+      return let_go_st(std::move(owned));
     adopt_st(std::move(owned));
     if (c->link->client) return start_client_st(c);
     start_server_st(c);
-    if (c->spoke_at != Clock::time_point{}) arm_deadline_st(c, c->spoke_at);
+    arm_deadline_st(c);  // bytes seen before (Link::spoke_ns; peer_spoke left it here)
     if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
   };
   // A request held for this connection (accepted after the request came) waits for
@@ -637,13 +669,16 @@ using namespace detail;
 void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false, false); }
 
 void peer_spoke(const std::shared_ptr<Link>& link) noexcept {
-  if (link->client || link->peer_spoke.load(std::memory_order_relaxed) || link->peer_spoke.exchange(true)) return;
+  if (link->client || !note_spoke(*link)) return;
+  // A connection the poller has not taken up yet is armed by its launch, which looks
+  // at spoke_ns after taking it (as this looks at `launch` after noting the time).
+  if (link->launch.load() != Link::taken) return;
   // Handed over without a wake: the deadline counts from now, and the poller's next
   // round arms it (the connection's next arrival brings one if nothing comes sooner).
-  poller::post([weak = std::weak_ptr<Link>(link), spoke = Clock::now()] {
+  poller::post([weak = std::weak_ptr<Link>(link)] {
     auto alive = weak.lock();
     auto it = alive ? st().conns.find(alive.get()) : st().conns.end();
-    if (it != st().conns.end()) arm_deadline_st(it->second.get(), spoke);
+    if (it != st().conns.end()) arm_deadline_st(it->second.get());
   });
 }
 
@@ -655,7 +690,7 @@ void watch_for_sleeper(Link& link) noexcept {
   // The limit on a server's wait for its request, posted by a read (peer_spoke), is
   // armed before anyone sleeps on the connection: the poller may have no other reason
   // to run until the peer's next bytes, which may be long in coming.
-  if (!link.client && link.peer_spoke.load() && !link.limit_armed.load(std::memory_order_relaxed)) poller::nudge();
+  if (!link.client && link.spoke_ns.load() != 0 && !link.limit_armed.load(std::memory_order_relaxed)) poller::nudge();
 }
 
 void server_listening(int fd, const SocketRef& s) noexcept {
@@ -770,7 +805,8 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
     link->watcher = conn.get();
     link->unwatched = false;  // the watch is this process's now
     // The wait for the request starts afresh here, as the parent's did.
-    link->peer_spoke.store(false);
+    link->spoke_ns.store(0);
+    link->launch.store(Link::taken);  // the parent's post, if any, is the parent's
     link->limit_armed.store(false);
     link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
   }
@@ -867,6 +903,10 @@ void release(Socket& s) noexcept {
   }
   std::shared_ptr<Link> link = s.link;
   if (!link || link->inherited) return;  // a forked child's copy: the parent's business
+  // Not taken up by the poller yet: its launch finds it let go, and nothing is posted.
+  uint8_t posted = Link::posted;
+  if (link->launch.load(std::memory_order_relaxed) == posted && link->launch.compare_exchange_strong(posted, Link::let_go))
+    return;
   if (link->down.load()) {
     down::released(*link);
   } else if (link->established()) {

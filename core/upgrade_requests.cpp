@@ -126,17 +126,17 @@ void schedule_sweep_st() {
 // the window since stays on TCP: a client under ferry asks at its first data call,
 // before its first byte. Until the peer sends, the wait costs nothing but a table
 // entry.
-void arm_deadline_st(Conn* c, Clock::time_point spoke) {
+void arm_deadline_st(Conn* c) {
   FERRY_POLLER_ONLY();
-  if (c->link->client || c->committed || c->parked || c->link->limit_armed.load(std::memory_order_relaxed)) return;
+  const int64_t spoke = c->link->spoke_ns.load();
+  if (spoke == 0 || c->link->client || c->committed || c->parked ||
+      c->link->limit_armed.load(std::memory_order_relaxed))
+    return;
   // Bytes before the launch (the program posted it after the watch began): the launch
   // arms it, so that the deadline finds the connection in the table.
-  if (!c->adopted) {
-    if (c->spoke_at == Clock::time_point{}) c->spoke_at = spoke;
-    return;
-  }
+  if (!c->adopted) return;
   c->link->limit_armed.store(true, std::memory_order_relaxed);
-  st().deadlines.emplace(spoke + window(), c->link);
+  st().deadlines.emplace(Clock::time_point(std::chrono::nanoseconds(spoke)) + window(), c->link);
   schedule_sweep_st();
 }
 

@@ -56,7 +56,6 @@ struct Conn : Endpoint, poller::Watcher {
   bool waiting = false;              // client: waits for another connection's answer (Askers)
   bool alone = false;                // client: asks without waiting for another's answer
   bool adopted = false;              // in State::conns (launched)
-  poller::Clock::time_point spoke_at{};  // server: the peer's first bytes, seen before the launch
   bool foreign = false;              // server: accepted on a listener another process opened
   bool claimed = false;              // server: our claim is in the tree's table
   uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port
@@ -121,7 +120,7 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why);
 void reject_st(rdma::CmId id);
 
 // core/upgrade_requests.cpp
-// A server connection's key: peer ip | peer port | local port.
+// A server connection's key (endpoint::conn_key).
 std::string key_of_conn(const Conn* c);
 // Server connections this process let go of before an upgrade (State::gone).
 void remember_gone_st(const Conn* c);
@@ -136,8 +135,8 @@ void schedule_recheck_st();
 void hold_st(rdma::CmId id, const wire::Hello& h, std::string key);
 // Claims a connection accepted on another process's listener, for its request.
 void claim_st(Conn* c);
-// The peer of server connection c sent its first bytes at `spoke`: without a request
-// within the window from then, the connection stays on TCP.
-void arm_deadline_st(Conn* c, poller::Clock::time_point spoke);
+// The peer of server connection c sent its first bytes (Link::spoke_ns): without a
+// request within the window from then, the connection stays on TCP.
+void arm_deadline_st(Conn* c);
 
 }  // namespace ferry::upgrade::detail
