@@ -1,6 +1,7 @@
 #include "core/claims.h"
 
 #include "core/libc.h"
+#include "core/user_shm.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -110,16 +111,8 @@ void Table::drop(std::string_view key, int32_t pid) noexcept {
 Table* shared() noexcept { return g_table.load(std::memory_order_acquire); }
 
 Table* map_named(const char* path) noexcept {
-  const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return nullptr;
-  struct stat st;
-  void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
-      (st.st_size >= static_cast<off_t>(sizeof(Table)) || ftruncate(fd, sizeof(Table)) == 0))
-    p = mmap(nullptr, sizeof(Table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  real.close(fd);
   // A new file reads as zeros: every slot free, as in a fresh anonymous table.
-  return p == MAP_FAILED ? nullptr : static_cast<Table*>(p);
+  return static_cast<Table*>(user_shm::map(path, sizeof(Table)));
 }
 
 Table* make_shared(bool per_user) noexcept {

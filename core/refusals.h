@@ -1,15 +1,19 @@
 // Servers that answered a client's upgrade request with "nothing listens here": the
 // peer's rdma_cm found no listener on the port, so the server there runs no ferry.
-// For a while after such an answer, this process's new connections to the same
-// address and port stay on TCP without asking: each request costs the poller an
-// rdma_cm id, a route, a queue pair and two registered rings, and a client that opens
-// a connection per request to a plain server (a web client without keep-alive,
-// pgbench -C) would pay that per connection. A server that starts running ferry is
-// asked again once the memory runs out (kMemory).
+// For a while after such an answer, new connections to the same address and port
+// stay on TCP without asking: each request costs the poller an rdma_cm id, a route, a
+// queue pair and two registered rings, and a client that opens a connection per
+// request to a plain server (a web client without keep-alive, pgbench -C) would pay
+// that per connection. The memory is the user's, shared by its processes in one
+// network namespace (core/user_shm.h): a short-lived client process (a command-line
+// client, a benchmark's burst, a script's) learns from the ones before it, and never
+// starts the poller or loads rdma-core for a server known to run no ferry. A server
+// that starts running ferry is asked again once the memory runs out (kMemoryNs).
 #pragma once
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -27,8 +31,10 @@ struct Key {
 };
 Key key_of(const sockaddr_storage& peer) noexcept;
 
-// A few peers with the time each is remembered until. Not locked: the process's one
-// is (below).
+// A few peers with the time each is remembered until (CLOCK_MONOTONIC, ns, which is
+// the host's). Any number of threads and processes may use one at once; nothing
+// blocks: each slot is guarded by a sequence word (odd while written), and a note
+// that meets another writer is dropped (the peer is only asked once more).
 class Table {
  public:
   static constexpr int kSlots = 32;
@@ -37,14 +43,19 @@ class Table {
   void note(const Key& k, int64_t until_ns) noexcept;
 
  private:
+  static constexpr int kWords = (sizeof(Key) + 7) / 8;
   struct Slot {
-    Key key;
-    int64_t until = 0;
+    std::atomic<uint32_t> seq{0};
+    std::atomic<uint64_t> key[kWords] = {};
+    std::atomic<int64_t> until{0};
   };
+  // A stable copy of slot s; false while it is written.
+  static bool read(const Slot& s, Key& key, int64_t& until) noexcept;
   Slot slots_[kSlots];
 };
 
-// The process's table (any thread).
+// The user's shared table, or the process's own where it cannot be mapped (any
+// thread).
 bool refused_lately(const sockaddr_storage& peer) noexcept;
 void note_refusal(const sockaddr_storage& peer) noexcept;
 

@@ -646,12 +646,14 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
   // Loopback never leaves the host's kernel (either end, so also a client bound to an
   // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
   if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
-  if (!poller::available()) {
-    stats::add(stats::g.tcp_no_rdma, 1);
+  // Before the poller: a server the user's processes know to run no ferry costs a new
+  // process no rdma-core (core/refusals.h).
+  if (client && refusals::refused_lately(peer)) {
+    stats::add(stats::g.tcp_peer_refused, 1);
     return;
   }
-  if (client && refusals::refused_lately(peer)) {  // core/refusals.h
-    stats::add(stats::g.tcp_peer_refused, 1);
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
   auto conn = begin(fd, s, client, local, peer, fresh);

@@ -1,11 +1,20 @@
 #include "core/refusals.h"
 
+#include "core/user_shm.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <climits>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace ferry::refusals {
 namespace {
@@ -58,13 +67,57 @@ TEST(Refusals, AFullTableGivesUpTheSlotThatExpiresFirst) {
   EXPECT_TRUE(t.holds(second, 10));
 }
 
-TEST(Refusals, TheProcessTableRemembersWhatItWasTold) {
-  const auto peer = addr("198.18.0.77", 6379);
+TEST(Refusals, TheUsersTableRemembersWhatItWasTold) {
+  // A port of this run's own: the user's table outlives the test by kMemoryNs.
+  const auto port = static_cast<uint16_t>(20000 + getpid() % 20000);
+  const auto peer = addr("198.18.0.77", port);
   EXPECT_FALSE(refused_lately(peer));
   note_refusal(peer);
   EXPECT_TRUE(refused_lately(peer));
-  EXPECT_TRUE(refused_lately(addr("::ffff:198.18.0.77", 6379)));
-  EXPECT_FALSE(refused_lately(addr("198.18.0.77", 6380)));
+  EXPECT_TRUE(refused_lately(addr("::ffff:198.18.0.77", port)));
+  EXPECT_FALSE(refused_lately(addr("198.18.0.78", port)));
+}
+
+// Two mappings of one file, as two processes of the user would have.
+TEST(Refusals, ATableInAFileIsSharedByItsMappings) {
+  char dir[] = "/tmp/refusals_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/table";
+  auto* a = static_cast<Table*>(user_shm::map(path.c_str(), sizeof(Table)));
+  auto* b = static_cast<Table*>(user_shm::map(path.c_str(), sizeof(Table)));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const Key k = key_of(addr("2001:db8::7", 5432));
+  EXPECT_FALSE(b->holds(k, 0));  // a new file is an empty table
+  a->note(k, 100);
+  EXPECT_TRUE(b->holds(k, 50));
+  EXPECT_FALSE(b->holds(k, 100));
+  munmap(a, sizeof(Table));
+  munmap(b, sizeof(Table));
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+// Notes and looks from several threads at once: a look finds no key that was never
+// noted, and the table keeps what was (under TSan: no data race).
+TEST(Refusals, NotesAndLooksFromManyThreadsAtOnce) {
+  Table t;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; !stop.load(); ++i)
+        t.note(key_of(addr(w ? "198.18.0.1" : "2001:db8::1", static_cast<uint16_t>(i % 64))), INT64_MAX);
+    });
+  for (int i = 0; i < 20000; ++i) {
+    EXPECT_FALSE(t.holds(key_of(addr("198.18.0.1", 100)), 0));
+    EXPECT_FALSE(t.holds(key_of(addr("2001:db8::1", 100)), 0));
+  }
+  stop = true;
+  for (auto& w : writers) w.join();
+  int held = 0;
+  for (int p = 0; p < 64; ++p) held += t.holds(key_of(addr("198.18.0.1", static_cast<uint16_t>(p))), 0);
+  EXPECT_GT(held, 0);
 }
 
 TEST(Askers, OneAsksEachServerTheOthersWaitForItsAnswer) {

@@ -355,7 +355,7 @@ time.sleep(3)  # until every answer is in' "$ip" $port > "$out/$scenario.client.
 }
 
 scenario_plain_server_remembered() {
-  local server conns started
+  local server conns started later
   port=$((port + 1))
   rm -f "$out/$scenario".*.log
   "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
@@ -364,15 +364,26 @@ scenario_plain_server_remembered() {
   FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.client.log" timeout 60 \
     "$ferry" "$build/connect_rate" client "$ip" $port 2 > "$out/$scenario.client.out" 2>&1 ||
     fail "client: $(tail -2 "$out/$scenario.client.out")"
+  # Another process of the user, within the memory: it asks nothing, and never starts
+  # its poller (nor loads rdma-core) for that server.
+  FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.later.log" timeout 60 \
+    "$ferry" "$build/connect_rate" client "$ip" $port 1 > "$out/$scenario.later.out" 2>&1 ||
+    fail "later client: $(tail -2 "$out/$scenario.later.out")"
   kill $server 2>/dev/null
   wait $server 2>/dev/null || true  # killed: it serves until then
   conns=$(counter client connections_active)
   started=$(counter client upgrades_started)
+  later=$(counter later connections_active)
   [ "$conns" -ge 40 ] || fail "only $conns connections"
   expect client upgraded -eq 0
   expect client upgrades_started -lt $((conns / 4))
   grep -q "no rdma_cm listener on the port" "$out/$scenario.client.log" || fail "no rejection for want of a listener"
-  say "[$scenario] $conns connections, $started asked to upgrade"
+  [ "$later" -ge 20 ] || fail "only $later connections in the later process"
+  expect later upgrades_started -eq 0
+  expect later tcp_peer_refused -eq "$later"
+  expect later poller_wakeups -eq 0
+  if grep -q "poller: started" "$out/$scenario.later.log"; then fail "the later process started its poller"; fi
+  say "[$scenario] $conns connections, $started asked to upgrade; a later process: $later connections, none asked"
 }
 
 # The server accepts its connections late, after their clients sent data and asked for
