@@ -5,6 +5,8 @@
 #include "core/poller.h"
 
 #include <dirent.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -18,13 +20,17 @@ void CmIdDeleter::operator()(rdma_cm_id* id) const noexcept {
   rdma_destroy_id(id);
 }
 
-void FreeDeleter::operator()(void* p) const noexcept { free(p); }
+void UnmapDeleter::operator()(uint8_t* p) const noexcept { munmap(p, bytes); }
 
 Buffer allocate(size_t bytes) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
-  memset(p, 0, bytes);
-  return Buffer(static_cast<uint8_t*>(p));
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t whole = (bytes + page - 1) / page * page;
+  void* p = mmap(nullptr, whole, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Buffer(nullptr, UnmapDeleter{0});
+  // Fresh anonymous pages are zero. Without DONTFORK a child would copy them; nothing
+  // breaks, it only costs.
+  (void)madvise(p, whole, MADV_DONTFORK);
+  return Buffer(static_cast<uint8_t*>(p), UnmapDeleter{whole});
 }
 
 namespace {

@@ -34,11 +34,16 @@ struct CmIdDeleter {
 };
 using CmId = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
 
-// Page-aligned memory for rings.
-struct FreeDeleter {
-  void operator()(void* p) const noexcept;
+// Memory to register (rings, control slots): whole pages of a mapping of its own,
+// zeroed, that a forked child does not get (MADV_DONTFORK). The kernel copies a page
+// that is pinned for RDMA into the child at fork itself (no copy-on-write for it), so
+// a forking server paid a copy of every registered page of every connection at each
+// fork; and a child never touches its parent's RDMA objects (Link::inherited).
+struct UnmapDeleter {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const noexcept;
 };
-using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+using Buffer = std::unique_ptr<uint8_t, UnmapDeleter>;
 Buffer allocate(size_t bytes);
 
 // What ferry keeps per RDMA device: a device context of its own, a protection domain
