@@ -322,6 +322,13 @@ void want(Link& link, Why why) noexcept {
   link.signal.bump();
 }
 
+Why confirmed(Link& link, Why why) noexcept {
+  if (why != Why::peer || !link.channel) return why;
+  std::lock_guard<Lock> lock(link.channel->mu());
+  link.channel->progress_st();
+  return link.channel->peer_handoff() ? Why::handoff : why;
+}
+
 bool tcp_took_over(int fd, Link& link, Why& why) noexcept {
   const uint32_t ev = link.tcp_events.load(std::memory_order_relaxed);
   if (ev == link.tcp_checked.load(std::memory_order_relaxed)) return false;

@@ -34,10 +34,15 @@ void want(Link& link, Why why) noexcept;
 
 // Whether a look under the channel's lock finds that the connection must leave RDMA,
 // and why: the peer handed it to TCP, or the RDMA side failed, its peer's rdma_cm
-// side left, or the send side already left the ring.
-inline bool leaving_st(const Link& link, const Channel& ch, Why& why) {
+// side left, or the send side already left the ring. A peer that left is looked at
+// once more first: what it sent before leaving (its hand-off) was acknowledged, so is
+// on our completion queue, by the time its rdma_cm side is known gone, but a caller's
+// look at the queue may have come before both (a writer whose ring had room).
+inline bool leaving_st(const Link& link, Channel& ch, Why& why) {
+  const bool gone = ch.failed() || link.peer_gone.load();
+  if (gone && !ch.peer_handoff()) ch.progress_st();
   why = ch.peer_handoff() ? Why::handoff : Why::failed;
-  return ch.peer_handoff() || ch.failed() || link.peer_gone.load() || link.tx_left.load();
+  return gone || ch.peer_handoff() || link.tx_left.load();
 }
 
 // Whether TCP speaks for the connection while the receive side reads the ring past
@@ -46,6 +51,11 @@ inline bool leaving_st(const Link& link, const Channel& ch, Why& why) {
 // failed), which ends this one as it ends kernel TCP's. Asks the kernel only when the
 // poller saw TCP events since the last look.
 bool tcp_took_over(int fd, Link& link, Why& why) noexcept;
+// The peer's bytes on TCP may follow its hand-off message, which reached our
+// completion queue first (the peer writes its header once the message is confirmed)
+// but may not have been looked at yet: `handoff` then, else `why`. Takes the channel's
+// lock.
+Why confirmed(Link& link, Why why) noexcept;
 
 // A receive's answer when there is nothing to take now.
 constexpr long kNothing = -(1L << 40);

@@ -74,7 +74,7 @@ State of(int fd, Link& link) noexcept {
   }
   down::Why why = down::Why::peer;
   if (!tcp_pending && readable == 0 && !fin && down::tcp_took_over(fd, link, why)) {
-    down::want(link, why);
+    down::want(link, down::confirmed(link, why));
     return down::state(fd, link);
   }
   const bool rd_shut = link.rd_shut.load() || fin;

@@ -193,7 +193,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       return {RxStep::again};
     }
     if (down::tcp_took_over(fd, link, why)) {
-      down::want(link, why);
+      down::want(link, down::confirmed(link, why));
       return {RxStep::again};
     }
     return {RxStep::wait};
@@ -558,7 +558,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       continue;
     }
     if (k == 0 && read_past && down::tcp_took_over(fd, link, why)) {
-      down::want(link, why);
+      down::want(link, down::confirmed(link, why));
       continue;
     }
     sent += k;
