@@ -35,10 +35,10 @@ settle=1
 window=15000
 loss="loss 1% delay 200us"
 check="/usr/bin/python3 $here/stream_check.py"
-failures=0
+source "$(dirname "$0")/common.sh"
 
 say() { printf '%s\n' "$*"; }
-fail() { say "FAIL [$name] host $host: $*"; failures=$((failures + 1)); }
+fail() { failed_with "FAIL [$name] host $host: $*"; }
 
 # shellcheck source=integration/vm/meet.sh
 . "$here/meet.sh"
@@ -359,5 +359,4 @@ else
 fi
 
 if [ "$host" = 2 ]; then table | tee "$out/table.txt"; fi
-[ $failures -eq 0 ] && say "cross-host: host $host: all scenarios passed" || say "cross-host: host $host: $failures failure(s)"
-[ $failures -eq 0 ]
+verdict "cross-host: host $host"

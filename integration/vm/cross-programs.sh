@@ -19,10 +19,10 @@ ferry=$build/ferry
 export PATH=$PATH:/usr/sbin:/sbin
 # nginx's workers drop root for nobody: their rings count against this (README).
 ulimit -l 65536
-failures=0
+source "$(dirname "$0")/common.sh"
 declare -a rows
 
-fail() { echo "FAIL [$name] host $host: $*"; failures=$((failures + 1)); }
+fail() { failed_with "FAIL [$name] host $host: $*"; }
 
 # shellcheck source=integration/vm/meet.sh
 . "$here/meet.sh"
@@ -160,5 +160,4 @@ if [ "$host" = 2 ]; then
   printf '\n%-10s %-6s %9s %20s %20s %9s\n' program result upgraded "host1->2 TCP/RDMA" "host2->1 TCP/RDMA" "on RDMA"
   printf '%s\n' "${rows[@]}"
 fi
-[ $failures -eq 0 ] && echo "cross-programs: host $host: all passed" || echo "cross-programs: host $host: $failures failure(s)"
-[ $failures -eq 0 ]
+verdict "cross-programs: host $host"

@@ -19,9 +19,9 @@ prog=$(cd "$(dirname "$0")/../programs" && pwd)/handoff.py
 export PATH=$PATH:/usr/sbin:/sbin
 total=$((32 << 20))
 port=7400
-failures=0
+source "$(dirname "$0")/common.sh"
 
-fail() { echo "FAIL [$name]: $*"; failures=$((failures + 1)); }
+fail() { failed_with "FAIL [$name]: $*"; }
 
 # cut SETUP: once the server has echoed half, the link rxe0 sits on goes down (its
 # queue pairs fail, TCP goes on through lo) until the client's connection has failed
@@ -93,5 +93,4 @@ for mode in "${modes[@]}"; do
     "tcp bytes received $(sum bytes_tcp_received), handed off $(sum downgrades_handoff)," \
     "failed over $(sum downgrades_failover), resent $(sum bytes_resent)"
 done
-[ $failures -eq 0 ] && echo "handoff: all passed" || echo "handoff: $failures failure(s)"
-[ $failures -eq 0 ]
+verdict handoff

@@ -9,10 +9,10 @@ ip=${TESTBED_IP:?run inside integration/testbed}
 out=${VM_OUT:-/tmp}
 ferry=$build/ferry
 export PATH=$PATH:/usr/sbin:/sbin
-failures=0
+source "$(dirname "$0")/common.sh"
 declare -a rows
 
-fail() { echo "FAIL [$name]: $*"; failures=$((failures + 1)); }
+fail() { failed_with "FAIL [$name]: $*"; }
 
 under() {  # under SIDE CMD...: runs CMD under ferry with its counters in $out/$name.SIDE.*.log
   local side=$1
@@ -23,11 +23,6 @@ under() {  # under SIDE CMD...: runs CMD under ferry with its counters in $out/$
 serve() {  # serve CMD...: the server under ferry, in the background; its pid in $server
   FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$name.server.%p.log" "$ferry" "$@" > "$out/$name.server.out" 2>&1 &
   server=$!
-}
-
-wait_port() {
-  for _ in $(seq 100); do ss -Hltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.1; done
-  fail "nothing listens on port $1"
 }
 
 stop() {  # stop PID: counters via ferry stat, then SIGTERM
@@ -272,5 +267,4 @@ record $res
 
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
 printf '%s\n' "${rows[@]}"
-[ $failures -eq 0 ] && echo "programs: all passed" || echo "programs: $failures failure(s)"
-[ $failures -eq 0 ]
+verdict programs

@@ -14,10 +14,10 @@ out=${VM_OUT:-/tmp}
 ferry=$build/ferry
 check="/usr/bin/python3 $here/stream_check.py"
 port=7000
-failures=0
+source "$(dirname "$0")/common.sh"
 
 say() { printf '%s\n' "$*"; }
-fail() { say "FAIL [$scenario]: $*"; failures=$((failures + 1)); }
+fail() { failed_with "FAIL [$scenario]: $*"; }
 
 # counter SIDE FIELD: the value at exit of the process that ran as SIDE (the largest
 # printed: its forked children print theirs, counted from zero, to the same log).
@@ -305,7 +305,7 @@ scenario_plain_clients_churn() {
   FERRY_STATS=1 FERRY_LOG_FILE="$out/$scenario.server.%p.log" \
     "$ferry" "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
   server=$!
-  sleep 0.5
+  wait_port $port
   timeout 60 "$build/connect_rate" client "$ip" $port 3 > "$out/$scenario.client.out" 2>&1 ||
     fail "client: $(tail -2 "$out/$scenario.client.out")"
   "$ferry" stat $server > "$out/$scenario.server.log" 2>&1 || fail "ferry stat: $(cat "$out/$scenario.server.log")"
@@ -332,7 +332,7 @@ scenario_plain_server_asked_once() {
   rm -f "$out/$scenario".*.log
   "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
   server=$!
-  for _ in $(seq 100); do ss -Hltn "sport = :$port" | grep -q LISTEN && break; sleep 0.1; done
+  wait_port $port
   # Ten connections, then a byte on each (every first data call at once), then the
   # echoes (connect_rate serves them one by one), open until every upgrade is decided.
   FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.client.log" timeout 120 \
@@ -360,7 +360,7 @@ scenario_plain_server_remembered() {
   rm -f "$out/$scenario".*.log
   "$build/connect_rate" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
   server=$!
-  sleep 0.5
+  wait_port $port
   FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE="$out/$scenario.client.log" timeout 60 \
     "$ferry" "$build/connect_rate" client "$ip" $port 2 > "$out/$scenario.client.out" 2>&1 ||
     fail "client: $(tail -2 "$out/$scenario.client.out")"
@@ -567,5 +567,4 @@ all=(integrity_one integrity_many fork_during splice server_plain client_plain d
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
-[ $failures -eq 0 ] && say "rdma-stream: all scenarios passed" || say "rdma-stream: $failures failure(s)"
-[ $failures -eq 0 ]
+verdict rdma-stream
