@@ -193,9 +193,9 @@ void reject_st(rdma::CmId id) {
 // The upgrade is off: the connection stays on TCP.
 void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   FERRY_POLLER_ONLY();
-  stats::add(reason, 1);
-  FERRY_LOG(debug, "upgrade", "%s port %u -> %u stays on TCP: %s", c->link->client ? "client" : "server",
-            c->local_port, c->peer_port, why);
+  if (!c->closed) stats::add(reason, 1);  // a closed one was never the program's to keep
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u %s: %s", c->link->client ? "client" : "server", c->local_port,
+            c->peer_port, c->closed ? "was closed; its answer" : "stays on TCP", why);
   c->link->phase.store(Link::Phase::failed, std::memory_order_release);
   if (SocketRef s = c->link->socket.lock(); s && s->transition(Transport::upgrading, Transport::kernel))
     s->kernel_for_good.store(true, std::memory_order_release);
@@ -362,6 +362,7 @@ void connect_when_armed_st(Conn* c) {
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), hello, sizeof hello);
   if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
   c->committed = true;
+  FERRY_LOG(debug, "upgrade", "client port %u -> %u asks to upgrade", c->local_port, c->peer_port);
 }
 
 // The server's listening process sent us to the process that serves the connection:
@@ -369,6 +370,7 @@ void connect_when_armed_st(Conn* c) {
 void follow_st(Conn* c, uint16_t port) {
   FERRY_POLLER_ONLY();
   serving_st(c);
+  if (c->closed) return fail_st(c, stats::g.tcp_timeout, "redirected");
   stats::add(stats::g.upgrades_redirected, 1);
   FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port,
             port);
@@ -395,6 +397,7 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
       return on_route_event_st(c, type);
     case RDMA_CM_EVENT_CONNECT_RESPONSE: {  // the QP is ours: rdma_cm leaves it to us
       serving_st(c);
+      if (c->closed) return fail_st(c, stats::g.tcp_timeout, "accepted");
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
@@ -562,6 +565,22 @@ constexpr auto kRetirePatience = std::chrono::seconds(60);
 constexpr auto kFastLooks = std::chrono::seconds(2);
 constexpr auto kSlowLook = std::chrono::milliseconds(50);
 
+// A client connection closed while its request was out: the answer still tells whether
+// the server runs ferry (core/refusals.h), to the connections that wait for it
+// (Askers) and to the process's next ones. Without it, a client that closes each
+// connection sooner than a plain server's rdma_cm can refuse would never learn, and
+// would ask again for every connection. The handshake stays for its answer, one
+// upgrade window at most, and is dropped with it.
+void await_answer_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  c->closed = true;
+  poller::at_st(Clock::now() + window(), [weak = std::weak_ptr<Link>(c->link)] {
+    std::shared_ptr<Link> link = weak.lock();
+    auto it = link ? st().conns.find(link.get()) : st().conns.end();
+    if (it != st().conns.end()) fail_st(it->second.get(), stats::g.tcp_timeout, "no answer to its request");
+  });
+}
+
 // Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
 // after a close), then closes the RDMA side and the TCP duplicate. `progress` is when
 // the peer last made progress.
@@ -597,6 +616,8 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
       return;
     }
     rdma_disconnect(link->channel->id());
+  } else if (link->client && c->committed && link->phase.load() == Link::Phase::handshake) {
+    return await_answer_st(c);
   }
   drop_st(c);
 }

@@ -55,6 +55,7 @@ struct Conn : Endpoint, poller::Watcher {
   bool resolved = false;             // client: route resolved, waiting for the arm
   bool waiting = false;              // client: waits for another connection's answer (Askers)
   bool alone = false;                // client: asks without waiting for another's answer
+  bool closed = false;               // client: closed while its request was out; kept for the answer
   bool adopted = false;              // in State::conns (launched)
   bool foreign = false;              // server: accepted on a listener another process opened
   bool claimed = false;              // server: our claim is in the tree's table
