@@ -3,6 +3,7 @@
 #include "core/claims.h"
 #include "core/config.h"
 #include "core/handoff.h"
+#include "core/link.h"
 #include "core/fdtable.h"
 #include "core/log.h"
 #include "core/stats.h"
@@ -13,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace ferry::api {
@@ -179,6 +181,14 @@ FERRY_IO_PATH long setsockopt(int fd, int level, int name, const void* val, sock
   } else if (level == SOL_SOCKET && name == SO_LINGER && len >= sizeof(linger)) {
     const auto* lg = static_cast<const linger*>(val);
     s->linger_s.store(lg->l_onoff ? lg->l_linger : -1);
+  } else if (level == SOL_SOCKET && name == SO_RCVLOWAT) {
+    int v = 1;
+    socklen_t vl = sizeof v;
+    if (real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &vl) == 0) s->rcvlowat.store(std::max(v, 1));
+    if (s->transport() != Transport::kernel) {  // the link is published (Link::rcvlowat)
+      s->link->rcvlowat.store(s->rcvlowat.load());
+      s->link->signal.bump();  // as the kernel's, sleepers and watchers look again
+    }
   }
   return r;
 }

@@ -139,6 +139,10 @@ class Channel {
            sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
   size_t readable_st() const { return rx_left_ ? 0 : rx_.readable(); }
+  // The ring is at least half taken by what was not read: the peer may have no room to
+  // send more until some is. A reader waiting for more than that (SO_RCVLOWAT, a
+  // peek) is woken as a kernel's full receive queue wakes it.
+  bool rx_half_full_st() const { return 2 * rx_.cursors().readable() >= rx_.cursors().capacity(); }
   // Takes in the records that landed since the last look, without polling the CQ: bytes
   // only. True when some did.
   bool scan_st();

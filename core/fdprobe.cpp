@@ -15,6 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace ferry {
 
 SocketRef probe_fd(int fd) noexcept {
@@ -54,6 +56,9 @@ SocketRef probe_fd(int fd) noexcept {
   linger lg{};
   len = sizeof lg;
   if (real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0) s->linger_s.store(lg.l_onoff ? lg.l_linger : -1);
+  int lowat = 1;
+  len = sizeof lowat;
+  if (real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &len) == 0) s->rcvlowat.store(std::max(lowat, 1));
   return s;
 }
 

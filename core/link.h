@@ -120,6 +120,9 @@ struct Link {
   // Written under Socket::rx_mu; readiness reads them without it.
   std::atomic<uint64_t> tcp_received{0};
   std::atomic<bool> rd_shut{false};
+  // The socket's SO_RCVLOWAT (Socket::rcvlowat), for readiness, which has only the
+  // link: copied once the socket's transport left `kernel`, and by every later set.
+  std::atomic<int32_t> rcvlowat{1};
   // TCP arrivals the poller's watch saw (edge-triggered readiness counts them as new data).
   std::atomic<uint32_t> tcp_events{0};
   // tcp_events as of the last look for the peer's bytes past its cutover (down.h).

@@ -46,13 +46,14 @@ State of(int fd, Link& link) noexcept {
   if (link.down.load(std::memory_order_relaxed)) return down::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
-  bool writable, fin, dead, tcp_pending, left_unread, handoff;
+  bool writable, fin, dead, tcp_pending, left_unread, handoff, half_full;
   {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
     // A peer that left: its end of stream, if it sent one, is known before deciding.
     if (link.peer_gone.load() && !ch.peer_fin()) ch.progress_st();
     readable = ch.readable_st();
+    half_full = ch.rx_half_full_st();
     writable = ch.writable_st();
     fin = ch.peer_fin();
     dead = ch.failed();
@@ -80,11 +81,14 @@ State of(int fd, Link& link) noexcept {
   const bool rd_shut = link.rd_shut.load() || fin;
   const bool wr_shut = link.fin_sent.load();
   uint32_t m = 0;
-  if (readable > 0) m |= kIn;
+  // Readable as the kernel's TCP counts it: SO_RCVLOWAT bytes (the peer's bytes before
+  // its cutover and the ring's together), or a receive queue that cannot take much more.
+  size_t unread = readable;
   if (tcp_pending) {
     int n = 0;
-    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) m |= kIn;
+    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) unread += static_cast<size_t>(n);
   }
+  if (unread > 0 && (unread >= static_cast<size_t>(link.rcvlowat.load(std::memory_order_relaxed)) || half_full)) m |= kIn;
   if (rd_shut) m |= kIn | EPOLLRDHUP;
   if (dead && !fin) {
     // Whatever the kernel says decides between an orderly end and a reset (and a peer

@@ -161,6 +161,7 @@ class RecordRing {
   uint64_t produced() const { return ring_.produced(); }
   uint64_t records() const { return records_; }  // landed since the start
   RxRing& cursors() { return ring_; }
+  const RxRing& cursors() const { return ring_; }
 
   // Hands up to `max` readable bytes to copy(const uint8_t*, size_t), in order. Unless
   // `peek`, they are consumed, and every record consumed whole is zeroed for reuse.

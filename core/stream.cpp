@@ -148,10 +148,10 @@ struct RxStep {
 };
 
 // One look at the receive side, with the socket's rx_mu held: takes what the kernel
-// socket (up to the peer's cutover point) or the ring holds now, into iov past `got`.
-// Never sleeps.
+// socket (up to the peer's cutover point) or the ring holds now, into iov past `got`;
+// done once `target` bytes are in. Never sleeps.
 RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags,
-                      bool waitall, size_t& got) {
+                      size_t target, size_t& got) {
   const bool peek = flags & MSG_PEEK;
   if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
@@ -184,7 +184,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     if (ring_bytes > 0) {
       if (!peek) stats::add(stats::g.bytes_rdma_received, ring_bytes);
       got += ring_bytes;
-      if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
+      if (got >= target) return {RxStep::done, static_cast<long>(got)};
       return {RxStep::again};
     }
     if (fin) return {RxStep::done, end_of_stream(got, "the peer finished")};
@@ -233,7 +233,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
     }
     got += static_cast<size_t>(r);
-    if (!waitall || got == total) return {RxStep::done, static_cast<long>(got)};
+    if (got >= target) return {RxStep::done, static_cast<long>(got)};
     return {RxStep::again};
   }
   if (r < 0 && errno != EAGAIN) return {RxStep::done, broken(got, errno)};
@@ -250,16 +250,16 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   return {RxStep::wait};
 }
 
-RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool waitall,
+RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, size_t target,
                size_t& got) {
   std::lock_guard<Lock> rx(s.rx_mu);
-  return look_rx_locked(fd, s, link, iov, iovcnt, total, flags, waitall, got);
+  return look_rx_locked(fd, s, link, iov, iovcnt, total, flags, target, got);
 }
 
-// A receive on a connection going back to TCP (core/down.h), past `got` bytes.
+// A receive on a connection going back to TCP (core/down.h), past `got` bytes (fewer
+// than `target`).
 long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
-               size_t got, Deadline& deadline) {
-  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+               size_t target, size_t got, Deadline& deadline) {
   for (;;) {
     const uint32_t seen = link.signal.load();
     long r;
@@ -271,7 +271,6 @@ long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
     }
     down::finish_if_done(link);
     if (r == down::kNothing) {
-      if (got > 0 && !waitall) return static_cast<long>(got);
       if (nonblock) return broken(got, EAGAIN);
       int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
       if (w < 0) return broken(got, -w);
@@ -280,7 +279,7 @@ long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
     if (r < 0) return broken(got, static_cast<int>(-r));
     if (r == 0) return end_of_stream(got, "TCP ended after a downgrade");
     got += static_cast<size_t>(r);
-    if (!waitall || got == total) return static_cast<long>(got);
+    if (got >= target) return static_cast<long>(got);
   }
 }
 
@@ -308,61 +307,24 @@ long discard(int fd, Socket& s, size_t n, int flags) noexcept {
   return static_cast<long>(done);
 }
 
-}  // namespace
-
-namespace {
-
-// MSG_PEEK with MSG_WAITALL: the kernel waits until the whole request can be peeked
-// (or the stream ends, fails or times out, and then shows what there is). Peeks again
-// from the start each time more has come.
-long peek_all(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
-  const size_t total = total_of(iov, iovcnt);
+// A receive of `total` bytes (more than none) that returns once it holds `target` of
+// them, or cannot have more now (see recv).
+long receive(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t total, size_t target,
+             bool nonblock) noexcept {
   Link& link = *s.link;
-  Deadline deadline;
-  for (;;) {
-    const uint32_t seen = link.signal.load();
-    const long r = recv(fd, s, iov, iovcnt, flags & ~MSG_WAITALL);
-    if (r <= 0 || static_cast<size_t>(r) == total) return r;
-    // Only the ring is peeked here; a receive on TCP is the kernel's own.
-    if (s.transport() != Transport::rdma || link.down.load() || link.rd_shut) return r;
-    {
-      std::lock_guard<Lock> lock(link.channel->mu());
-      Channel& ch = *link.channel;
-      ch.progress_st();
-      if (ch.readable_st() > static_cast<size_t>(r)) continue;
-      if (ch.peer_fin() || ch.failed() || link.peer_gone.load()) return r;
-    }
-    if (wait_for(link, seen, deadline.of(s.rcvtimeo_us.load())) < 0) return r;
-  }
-}
-
-}  // namespace
-
-long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
-  if ((flags & MSG_TRUNC) && !(flags & MSG_OOB)) return discard(fd, s, total_of(iov, iovcnt), flags & ~MSG_TRUNC);
-  if ((flags & (MSG_PEEK | MSG_WAITALL | MSG_OOB | MSG_DONTWAIT)) == (MSG_PEEK | MSG_WAITALL) &&
-      !s.nonblocking.load() && s.link->established())
-    return peek_all(fd, s, iov, iovcnt, flags);
-  if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
-  const size_t total = total_of(iov, iovcnt);
-  const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
-  const bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
-  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
-  Link& link = *s.link;
-  if (link.orphaned) return -ECONNRESET;
-  if (total == 0) return zero_length(fd, s, link, nonblock);
   size_t got = 0;
   Deadline deadline;
   for (;;) {
     const uint32_t seen = link.signal.load();
-    const RxStep step = look_rx(fd, s, link, iov, iovcnt, total, flags, waitall, got);
+    const RxStep step = look_rx(fd, s, link, iov, iovcnt, total, flags, target, got);
     if (step.next == RxStep::done) return step.result;
     if (step.next == RxStep::again) continue;
-    if (step.next == RxStep::down) return recv_down(fd, s, link, iov, iovcnt, total, flags, nonblock, got, deadline);
+    if (step.next == RxStep::down)
+      return recv_down(fd, s, link, iov, iovcnt, total, flags, nonblock, target, got, deadline);
     if (step.next == RxStep::kernel) {
       // The upgrade gave up: the rest is plain TCP, blocking as the program asked (the
       // kernel serializes its callers; ferry holds nothing across the call).
-      if (got && !waitall) return static_cast<long>(got);
+      if (got && (!(flags & MSG_WAITALL) || (flags & MSG_PEEK))) return static_cast<long>(got);
       Slice rest(iov, iovcnt, got, total - got, total);
       msghdr m{};
       m.msg_iov = const_cast<iovec*>(rest.v);
@@ -377,11 +339,61 @@ long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       if (w < 0) return w;
       continue;
     }
-    if (got > 0 && !waitall) return static_cast<long>(got);
     if (nonblock) return broken(got, EAGAIN);
     int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
     if (w < 0) return broken(got, -w);
   }
+}
+
+// A blocking peek that waits for `want` bytes (MSG_WAITALL's whole request, or
+// SO_RCVLOWAT's mark), or until no more can come: the stream ends, fails or times
+// out, or the ring is half full of unread bytes (then it shows what there is, as
+// the kernel's does once its receive queue is full). Peeks again from the start each
+// time more has come.
+long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t total, size_t want) noexcept {
+  Link& link = *s.link;
+  Deadline deadline;
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    const long r = receive(fd, s, iov, iovcnt, flags & ~MSG_WAITALL, total, 1, false);
+    if (r <= 0 || static_cast<size_t>(r) >= want) return r;
+    // Only the ring is peeked here; a receive on TCP is the kernel's own.
+    if (s.transport() != Transport::rdma || link.down.load() || link.rd_shut) return r;
+    {
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
+      ch.progress_st();
+      if (ch.readable_st() > static_cast<size_t>(r)) continue;
+      if (ch.peer_fin() || ch.failed() || link.peer_gone.load() || ch.rx_half_full_st()) return r;
+    }
+    if (wait_for(link, seen, deadline.of(s.rcvtimeo_us.load())) < 0) return r;
+  }
+}
+
+}  // namespace
+
+long recv(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  if ((flags & MSG_TRUNC) && !(flags & MSG_OOB)) return discard(fd, s, total_of(iov, iovcnt), flags & ~MSG_TRUNC);
+  if (flags & MSG_OOB) return api::sys(real.recv(fd, iovcnt ? iov[0].iov_base : nullptr, iovcnt ? iov[0].iov_len : 0, flags));
+  const size_t total = total_of(iov, iovcnt);
+  const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
+  Link& link = *s.link;
+  if (link.orphaned) return -ECONNRESET;
+  if (total == 0) return zero_length(fd, s, link, nonblock);
+  // As the kernel's: a blocking receive returns once it holds min(SO_RCVLOWAT, len)
+  // bytes (all of them with MSG_WAITALL), or with fewer when the stream ends, fails, a
+  // signal comes or SO_RCVTIMEO runs out; a non-blocking one takes what there is.
+  size_t target = 1;
+  if (!nonblock) {
+    const size_t lowat = static_cast<size_t>(link.rcvlowat.load(std::memory_order_relaxed));
+    target = (flags & MSG_WAITALL) ? total : std::min(lowat, total);
+  }
+  if (flags & MSG_PEEK) {
+    if (target > 1 && link.established()) return peek_until(fd, s, iov, iovcnt, flags, total, target);
+    target = 1;  // a peek shows bytes from the start each time: it cannot add to them
+  }
+  return receive(fd, s, iov, iovcnt, flags, total, target, nonblock);
 }
 
 namespace {
@@ -623,14 +635,14 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
       std::lock_guard<Lock> rx(s.rx_mu);
       size_t got = 0;
       iovec v{buf, n};
-      step = look_rx_locked(fd, s, link, &v, 1, n, MSG_PEEK, false, got);
+      step = look_rx_locked(fd, s, link, &v, 1, n, MSG_PEEK, 1, got);
       if (step.next == RxStep::done && step.result > 0) {
         long w = api::sys(real.write(pipe, buf, static_cast<size_t>(step.result)));
         if (w <= 0) return w;
         for (size_t taken = 0; taken < static_cast<size_t>(w);) {
           iovec t{buf, static_cast<size_t>(w) - taken};
           size_t k = 0;
-          RxStep again = look_rx_locked(fd, s, link, &t, 1, t.iov_len, 0, false, k);
+          RxStep again = look_rx_locked(fd, s, link, &t, 1, t.iov_len, 0, 1, k);
           if (again.next != RxStep::done || again.result <= 0) break;  // cannot happen: they were there
           taken += k;
         }
@@ -644,12 +656,12 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
       // would be racing the kernel's splice too).
       iovec v{buf, n};
       const bool nb = s.nonblocking.load();
-      long r = recv_down(fd, s, link, &v, 1, n, MSG_PEEK, nb, 0, deadline);
+      long r = recv_down(fd, s, link, &v, 1, n, MSG_PEEK, nb, 1, 0, deadline);
       if (r <= 0) return r;
       long w = api::sys(real.write(pipe, buf, static_cast<size_t>(r)));
       if (w <= 0) return w;
       v.iov_len = static_cast<size_t>(w);
-      recv_down(fd, s, link, &v, 1, v.iov_len, MSG_WAITALL, nb, 0, deadline);
+      recv_down(fd, s, link, &v, 1, v.iov_len, MSG_WAITALL, nb, v.iov_len, 0, deadline);
       return w;
     }
     if (step.next == RxStep::kernel) {

@@ -100,6 +100,8 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   auto c = make_conn(link, local, peer);
   s->link = link;
   if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
+  // After the transition: a later setsockopt sees it and sets the link's copy itself.
+  link->rcvlowat.store(s->rcvlowat.load());
   link->watcher = c.get();
   // A server's program that reads what is there and never sleeps on the connection
   // during its handshake (a plain client's request, answered at once) costs no
