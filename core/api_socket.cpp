@@ -98,6 +98,7 @@ FERRY_IO_PATH long accepted(int listener, long fd, int flags) {
   if (l) {
     auto s = make_socket(l->family(), Role::passive);
     s->nonblocking.store((flags & SOCK_NONBLOCK) != 0);
+    s->inherit_options(*l);
     track(static_cast<int>(fd), s);
     stats::add(stats::g.connections_passive, 1);
     const int owner = l->listening_pid.load();
@@ -163,10 +164,12 @@ FERRY_IO_PATH long getsockopt(int fd, int level, int name, void* val, socklen_t*
 
 FERRY_IO_PATH long setsockopt(int fd, int level, int name, const void* val, socklen_t len) noexcept {
   long r = sys(real.setsockopt(fd, level, name, val, len));
-  // A socket on kernel TCP for good needs none of these: the kernel applies them.
-  if (r != 0 || fd_table().marked(fd)) return r;
-  SocketRef s = fd_table().get(fd);
-  if (!s) return r;
+  if (r != 0) return r;
+  FdTable::Borrowed s;
+  fd_table().borrow(fd, s);
+  // A connection on kernel TCP for good needs none of these: the kernel applies them.
+  // A listener's are its future connections' (Socket::inherit_options).
+  if (!s || (s->kernel_for_good.load(std::memory_order_relaxed) && s->role() != Role::listener)) return r;
   if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= sizeof(int)) {
     s->nodelay.store(*static_cast<const int*>(val) != 0);
   } else if (level == SOL_SOCKET && name == SO_RCVTIMEO) {
@@ -177,7 +180,7 @@ FERRY_IO_PATH long setsockopt(int fd, int level, int name, const void* val, sock
     int v = 0;
     socklen_t vl = sizeof v;
     if (real.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &vl) == 0) s->sndbuf.store(v);
-    if (s->transport() != Transport::kernel) stream::sndbuf_changed(*s);
+    if (s->transport() != Transport::kernel) stream::sndbuf_changed(*s.get());
   } else if (level == SOL_SOCKET && name == SO_LINGER && len >= sizeof(linger)) {
     const auto* lg = static_cast<const linger*>(val);
     s->linger_s.store(lg->l_onoff ? lg->l_linger : -1);

@@ -44,6 +44,16 @@ Socket::~Socket() {
   if (link || role() == Role::listener) upgrade::release(*this);
 }
 
+void Socket::inherit_options(const Socket& l) noexcept {
+  constexpr auto r = std::memory_order_relaxed;
+  nodelay.store(l.nodelay.load(r), r);
+  rcvtimeo_us.store(l.rcvtimeo_us.load(r), r);
+  sndtimeo_us.store(l.sndtimeo_us.load(r), r);
+  linger_s.store(l.linger_s.load(r), r);
+  sndbuf.store(l.sndbuf.load(r), r);
+  rcvlowat.store(l.rcvlowat.load(r), r);
+}
+
 namespace {
 std::atomic<uint64_t> g_transitions{0};
 }  // namespace

@@ -62,6 +62,9 @@ class Socket {
   std::atomic<int32_t> linger_s{-1};    // -1 = SO_LINGER off
   std::atomic<int64_t> sndbuf{0};       // SO_SNDBUF as the kernel reports it once set; 0 = autotuned
   std::atomic<int32_t> rcvlowat{1};     // SO_RCVLOWAT as the kernel holds it (capped, at least 1)
+  // An accepted connection's options start as its listener's: the kernel makes the
+  // connection's socket as a copy of the listening one.
+  void inherit_options(const Socket& listener) noexcept;
 
   // This socket's readiness and bytes are the kernel's for good: a listener, or a
   // connection whose upgrade was decided against at connect/accept or failed. Calls

@@ -75,12 +75,14 @@ inline int fresh_listener(sockaddr_in* a, const char* ip = g_ip) {
 }
 
 // A connected pair (client, server) on a fresh port, with one byte exchanged each way
-// (the first data call of each side, which lets the upgrade commit).
+// (the first data call of each side, which lets the upgrade commit). `setup` sees the
+// listening socket before the connection comes.
 struct Pair {
   int c = -1, s = -1;
-  Pair() {
+  explicit Pair(void (*setup)(int listener) = nullptr) {
     sockaddr_in a;
     int l = fresh_listener(&a);
+    if (setup) setup(l);
     c = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
     s = accept(l, nullptr, nullptr);

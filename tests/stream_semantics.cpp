@@ -110,6 +110,34 @@ void receive_timeout() {
   show("recv with nothing to read", recv(p.s, buf, sizeof buf, 0));
 }
 
+// Options set on a listener after listen() are its connections' (the kernel makes an
+// accepted socket as a copy of the listening one): the receive timeout, the low-water
+// mark and an abortive close.
+void options_from_listener() {
+  puts("options set on the listener after listen()");
+  Pair p([](int l) {
+    timeval tv{0, 300000};
+    setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int lowat = 4;
+    setsockopt(l, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+    linger lg{1, 0};
+    setsockopt(l, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  });
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGALRM, &sa, nullptr);
+  alarm(5);  // a receive that ignored the timeout ends with EINTR, not a stuck test
+  char buf[8];
+  show("recv with nothing to read", recv(p.s, buf, sizeof buf, 0));
+  show("send 2", send(p.c, "ab", 2, 0));
+  show("recv 8, 2 bytes to come and a mark of 4", recv(p.s, buf, sizeof buf, 0));
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  show("close", close(p.s));
+  p.s = -1;
+  show("the client's recv", recv(p.c, buf, sizeof buf, 0));
+}
+
 // SO_RCVLOWAT: readiness only once the mark's bytes are there; a blocking receive waits
 // for min(mark, len) bytes, a non-blocking one takes what there is, and a peek waits
 // as a read does.
@@ -641,6 +669,7 @@ int main(int argc, char** argv) {
   waitall_across_pieces();
   nonblocking_flags();
   receive_timeout();
+  options_from_listener();
   receive_low_water();
   vectors();
   shutdown_write_gives_eof();
