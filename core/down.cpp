@@ -562,6 +562,10 @@ bool ended(Link& link) noexcept {
 void prepare(int fd, Link& link) noexcept { ensure(fd, link); }
 
 void released(Link& link) noexcept {
+  // Passed on (core/handoff.h): another process may hold the socket, and TCP's end is
+  // the kernel's, when the last descriptor of it closes (ferry's duplicate, once the
+  // backlog is out, among them). A shutdown here would end the stream under it.
+  if (link.handed_off.load() || link.leaving.load()) return;
   link.fin_sent.store(true);
   std::lock_guard<Lock> lock(link.down_mu);
   if (link.down_state) link.down_state->fin = true;

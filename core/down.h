@@ -99,7 +99,8 @@ bool ended(Link& link) noexcept;
 // The program is about to close fd, a descriptor of a connection marked down: ferry
 // keeps its own duplicate, through which the backlog goes out afterwards.
 void prepare(int fd, Link& link) noexcept;
-// The program let go of its last descriptor: TCP's end follows the backlog.
+// The program let go of its last descriptor: TCP's end follows the backlog (unless
+// the connection was passed on: then the kernel ends it with its last descriptor).
 void released(Link& link) noexcept;
 
 // The program let go of the socket: whether the backlog is out (or can never be), so

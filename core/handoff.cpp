@@ -149,12 +149,18 @@ void take_off(Link& link) {
   link.owner = nullptr;
 }
 
-// The owner hands over a connection on its board; the slot says how it went.
+// The owner hands over a connection on its board; the slot says how it went. With no
+// descriptor of it left, the program is closing its last one (a close untracks the
+// number first) or has closed it: that close hands the connection over and takes it
+// off the board (closing()), which the child reads as handed over, so the slot is
+// left to it.
 void serve(Owner* o, int i, std::shared_ptr<Link> link) {
   SocketRef s = link->socket.lock();
   const int fd = s ? fd_of(*link, s.get()) : -1;
-  const long r = fd >= 0 ? stream::hand_off(fd, *s) : -EBADF;
-  o->board->slots[i].state.store(r == 0 ? kHanded : kFailed);
+  if (fd < 0) return;
+  const long r = stream::hand_off(fd, *s);
+  uint32_t serving = kServing;  // unless taken off meanwhile (and perhaps reused)
+  o->board->slots[i].state.compare_exchange_strong(serving, r == 0 ? kHanded : kFailed);
   if (r != 0) FERRY_LOG(info, "handoff", "a forked child's connection was not handed to TCP (%s)", strerror(static_cast<int>(-r)));
 }
 
