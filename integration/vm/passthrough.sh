@@ -167,10 +167,16 @@ forks() {
   pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
   timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
   note fork_rate "$setup" "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
-  if [ "$setup" = plain ]; then  # the floor, beside plain: a preloaded library that does nothing
+  if [ "$setup" = plain ]; then  # the floors, beside plain: a preloaded library that does nothing,
     tag=fork.empty.$r
     timeout -k 5 $limit env LD_PRELOAD="$build/libempty_preload.so" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
     note fork_rate_floor empty "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+    [ "$where" = vm ] || return 0
+    # and, in the test bed, one that only listens on rdma_cm (what any RDMA server holds)
+    tag=fork.rdma_cm.$r
+    timeout -k 5 $limit env LD_PRELOAD="$build/librdma_cm_preload.so" RDMA_CM_PRELOAD_IP="$ip" \
+      "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
+    note fork_rate_floor rdma_cm "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
   fi
 }
 
@@ -261,11 +267,16 @@ for m in redis_set_rps redis_get_rps iperf3_gbps connect_rate pgbench_S_tps pgbe
   done
   echo
 done
-if [ -s "$res/fork_rate_floor.empty" ]; then
-  floor=$(median < "$res/fork_rate_floor.empty")
-  ratio=$(paste "$res/fork_rate.plain" "$res/fork_rate_floor.empty" | awk '$1 + 0 > 0 {print $2 / $1}' | median)
-  printf 'fork_rate under an empty preloaded library (the floor for any LD_PRELOAD): %s, %.3f of plain\n' "$floor" "$ratio"
-fi
+# floor KIND WHAT: fork_rate under that preloaded library, and its ratio to plain.
+floor() {
+  [ -s "$res/fork_rate_floor.$1" ] || return 0
+  local f ratio
+  f=$(median < "$res/fork_rate_floor.$1")
+  ratio=$(paste "$res/fork_rate.plain" "$res/fork_rate_floor.$1" | awk '$1 + 0 > 0 {print $2 / $1}' | median)
+  printf 'fork_rate under %s: %s, %.3f of plain\n' "$2" "$f" "$ratio"
+}
+floor empty "an empty preloaded library (the floor for any LD_PRELOAD)"
+floor rdma_cm "a preloaded library that only listens on rdma_cm (the floor for any RDMA server)"
 # Every connection above must have stayed on TCP: ferry's counters say so.
 echo
 echo "ferry's counters over all runs (clients and servers): upgraded, and why connections stayed on TCP"
