@@ -33,15 +33,19 @@ size_t total_of(const iovec* iov, int iovcnt) {
 }
 
 // The part of iov (of `total` bytes) that starts `skip` bytes in and holds at most
-// `max` bytes. The whole of a short list is used in place.
+// `max` bytes, or only its first 64 vectors' worth (`bytes` says how much it holds: a
+// call that moved all of it goes on with the next part). The whole of a short list is
+// used in place.
 struct Slice {
   const iovec* v;
   int n = 0;
+  size_t bytes = 0;
   iovec own[64];
   Slice(const iovec* iov, int iovcnt, size_t skip, size_t max, size_t total) : v(own) {
     if (skip == 0 && max == total && iovcnt <= 64) {
       v = iov;
       n = iovcnt;
+      bytes = total;
       return;
     }
     for (int i = 0; i < iovcnt && max > 0 && n < 64; ++i) {
@@ -52,6 +56,7 @@ struct Slice {
       }
       size_t take = std::min(len - skip, max);
       own[n++] = {static_cast<char*>(iov[i].iov_base) + skip, take};
+      bytes += take;
       max -= take;
       skip = 0;
     }
@@ -330,8 +335,13 @@ long receive(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t 
       m.msg_iov = const_cast<iovec*>(rest.v);
       m.msg_iovlen = static_cast<size_t>(rest.n);
       long r = api::sys(real.recvmsg(fd, &m, flags));
-      if (r > 0) stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
-      return r < 0 ? broken(got, static_cast<int>(-r)) : static_cast<long>(got) + r;
+      if (r < 0) return broken(got, static_cast<int>(-r));
+      stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
+      got += static_cast<size_t>(r);
+      // MSG_WAITALL over a longer vector list than one part holds: the next part.
+      if (r > 0 && static_cast<size_t>(r) == rest.bytes && got < total && (flags & MSG_WAITALL) && !(flags & MSG_PEEK))
+        continue;
+      return static_cast<long>(got);
     }
     if (step.next == RxStep::cutover_wait) {
       int w = wait_for(link, seen, now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
@@ -353,6 +363,7 @@ long receive(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t 
 long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t total, size_t want) noexcept {
   Link& link = *s.link;
   Deadline deadline;
+  size_t shown = 0;
   for (;;) {
     const uint32_t seen = link.signal.load();
     const long r = receive(fd, s, iov, iovcnt, flags & ~MSG_WAITALL, total, 1, false);
@@ -363,7 +374,13 @@ long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       ch.progress_st();
-      if (ch.readable_st() > static_cast<size_t>(r)) continue;
+      if (ch.readable_st() > static_cast<size_t>(r)) {
+        // More came since: peek again. A peek that shows no more than the last one
+        // (one part of a long vector list) is what there is to show.
+        if (static_cast<size_t>(r) <= shown) return r;
+        shown = static_cast<size_t>(r);
+        continue;
+      }
       if (ch.peer_fin() || ch.failed() || link.peer_gone.load() || ch.rx_half_full_st()) return r;
     }
     if (wait_for(link, seen, deadline.of(s.rcvtimeo_us.load())) < 0) return r;
@@ -510,7 +527,9 @@ long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
       long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
       if (r < 0) return broken(sent, static_cast<int>(-r));
       stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
-      return static_cast<long>(sent) + r;
+      sent += static_cast<size_t>(r);
+      if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;  // the next part
+      return static_cast<long>(sent);
     }
     if (nonblock) return broken(sent, EAGAIN);
     int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
@@ -546,7 +565,9 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         long r = send_tcp(fd, s, link, rest.v, rest.n, flags, sent);
         if (r < 0) return broken(sent, static_cast<int>(-r));
         sent += static_cast<size_t>(r);
-        // A blocking kernel send returns short only when it was interrupted or timed out.
+        // A blocking kernel send returns short only when it was interrupted or timed
+        // out; a part of a longer vector list that went whole is followed by the next.
+        if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;
         return static_cast<long>(sent);
       }
       if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed

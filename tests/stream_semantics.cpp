@@ -599,6 +599,33 @@ int fresh_connection(int* c) {
   return s;
 }
 
+// Longer vector lists than ferry passes on in one part (64 vectors), in a connection's
+// first calls (the kernel's, while its upgrade begins): a blocking writev sends them
+// whole, and recvmsg with MSG_WAITALL fills them whole.
+void long_vector_lists() {
+  puts("writev and recvmsg MSG_WAITALL of 100 vectors, as first calls");
+  int c = -1;
+  int s = fresh_connection(&c);
+  const std::vector<char> out = pattern(100 * 1000, 3, 7);
+  std::vector<char> in(out.size());
+  iovec ov[100], iv[100];
+  for (int i = 0; i < 100; ++i) {
+    ov[i] = {const_cast<char*>(out.data()) + i * 1000, 1000};
+    iv[i] = {in.data() + i * 1000, 1000};
+  }
+  show("writev 100 x 1000", writev(c, ov, 100));
+  timeval tv{5, 0};  // bytes that never came show as a short count, not a stuck test
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  msghdr m{};
+  m.msg_iov = iv;
+  m.msg_iovlen = 100;
+  show("recvmsg MSG_WAITALL 100 x 1000", recvmsg(s, &m, MSG_WAITALL));
+  printf("  %s\n", memcmp(in.data(), out.data(), out.size()) ? "DIFFERENT" : "the bytes sent");
+  wait_upgraded(g_upgrades += 2);
+  close(c);
+  close(s);
+}
+
 // A client that sends its request and shuts its side down at once (before the upgrade
 // settles, so the kernel carries the FIN), then reads a reply larger than the ring,
 // which the server sends over RDMA and closes: the client's kernel socket hangs up
@@ -677,6 +704,7 @@ int main(int argc, char** argv) {
   close_after_burst();
   request_then_shutdown();
   shutdown_before_upgrade_settles();
+  long_vector_lists();
   send_to_closed_peer();
   other_calls();
   splices();
