@@ -246,6 +246,7 @@ bool start() {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (list) ibv_free_device_list(list);
+  rdma_lib::silence_destructors();
   if (n == 0) {
     FERRY_LOG(info, "poller", "no RDMA device: every connection stays on TCP");
     p.cm.reset();

@@ -1,6 +1,8 @@
 #include "core/rdma_lib.h"
 
+#include "core/log.h"
 #include "core/providers.h"
+#include "core/quiet_exit.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,6 +39,9 @@ constexpr Entry kEntries[kCount] = {
 
 std::atomic<void*> g_fn[kCount];
 
+// The objects mapped before the libraries were loaded.
+const quiet_exit::Mapped* g_before = nullptr;
+
 struct Result {
   bool ok;
   const char* why;
@@ -46,6 +51,7 @@ Result open_libraries() noexcept {
   // librdmacm opens this node for every rdma_cm call ferry makes: without it, nothing
   // here could work, and the libraries stay unmapped.
   if (!host_has_rdma()) return {false, "no /dev/infiniband/rdma_cm"};
+  g_before = new quiet_exit::Mapped;  // kept: silence_destructors() looks again later
   // RTLD_NOW: every call the libraries make is bound here, once, not again in each
   // forked child that first makes it.
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -64,6 +70,7 @@ Result open_libraries() noexcept {
     if (!found[i]) return {false, "rdma-core lacks a function ferry calls"};
   }
   for (int i = 0; i < kCount; ++i) g_fn[i].store(found[i], std::memory_order_release);
+  silence_destructors();
   return {true, nullptr};
 }
 
@@ -89,6 +96,13 @@ R unavailable() noexcept {
 bool host_has_rdma() noexcept {
   static const bool present = access("/dev/infiniband/rdma_cm", F_OK) == 0;
   return present;
+}
+
+void silence_destructors() noexcept {
+  if (!g_before) return;
+  const int n = quiet_exit::silence(*g_before, quiet_exit::rdma_core);
+  if (n < 0) FERRY_LOG(debug, "rdma", "rdma-core's destructors run at every exit (the kernel refused the change)");
+  else FERRY_LOG(debug, "rdma", "%d of rdma-core's libraries run no destructors at exit", n);
 }
 
 bool load(const char** why) noexcept {

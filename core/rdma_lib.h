@@ -20,4 +20,9 @@ bool host_has_rdma() noexcept;
 // host has no rdma_cm device node or a library is missing; *why then says what.
 bool load(const char** why = nullptr) noexcept;
 
+// Keeps the libraries load() mapped from running destructors at exit
+// (core/quiet_exit.h). load() calls it; call it again once libibverbs has listed the
+// devices, which may have made it load providers of its own.
+void silence_destructors() noexcept;
+
 }  // namespace ferry::rdma_lib

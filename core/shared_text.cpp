@@ -1,8 +1,7 @@
 #include "core/shared_text.h"
 
-#include "core/libc.h"
+#include "core/self_mem.h"
 
-#include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -45,15 +44,13 @@ bool prepare() noexcept {
   seg.self = reinterpret_cast<uintptr_t>(&prepare);
   dl_iterate_phdr(find, &seg);
   if (seg.n == 0) return false;
-  int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
+  SelfMem mem;
+  if (!mem.ok()) return false;
   bool all = true;
   for (int i = 0; i < seg.n; ++i) {
     unsigned char b;
-    const off_t at = static_cast<off_t>(seg.start[i]);
-    all = all && ::pread(fd, &b, 1, at) == 1 && ::pwrite(fd, &b, 1, at) == 1;
+    all = all && mem.read(seg.start[i], &b, 1) && mem.write(seg.start[i], &b, 1);
   }
-  real.close(fd);
   return all;
 }
 
