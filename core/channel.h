@@ -95,6 +95,9 @@ class Channel {
   int sq_outstanding_st() const { return sq_outstanding_; }
   // Asks for a completion of everything posted so far (used before teardown).
   bool flush_st();
+  // Whether requests were posted since the last signaled one: no completion will come
+  // for them until flush_st() (or a later signaled request) asks for one.
+  bool unsignaled_st() const { return unsignaled_ > 0; }
 
   // Takes up to `max` bytes from iov: into the peer's ring while it has room and
   // nothing waits before them, the rest into the send queue up to its limit (drained

@@ -579,6 +579,13 @@ bool flushed(Link& link) noexcept {
   return !link.down_state || link.down_state->fd.load() < 0;
 }
 
+bool backlog_waits(Link& link) noexcept {
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (!link.down_state) return false;
+  const DownState& st = *link.down_state;
+  return st.tx == DownState::Tx::writing && !st.lazy && st.fd.load() >= 0;
+}
+
 void close_dup(Link& link) noexcept {
   DownState* st = nullptr;
   {

@@ -106,6 +106,9 @@ void released(Link& link) noexcept;
 // The program let go of the socket: whether the backlog is out (or can never be), so
 // that the connection can be dropped; looked at by the poller until it is.
 bool flushed(Link& link) noexcept;
+// Whether bytes of the backlog (more than a header that waits for the program's next
+// send) are still to be written to TCP through ferry's duplicate.
+bool backlog_waits(Link& link) noexcept;
 // Closes ferry's duplicate of the socket (the peer then sees TCP end).
 void close_dup(Link& link) noexcept;
 

@@ -344,6 +344,8 @@ bool run(std::function<void()> fn, std::chrono::milliseconds limit) noexcept {
   return done->cv.wait_for(lock, limit, [&] { return done->done; });
 }
 
+bool running() noexcept { return P().state.load(std::memory_order_acquire) == State::running; }
+
 bool unavailable() noexcept { return P().state.load(std::memory_order_acquire) == State::unavailable; }
 
 rdma_event_channel* cm_channel() noexcept { return P().cm.get(); }

@@ -35,6 +35,8 @@ void poller_only_violated(const char* where) noexcept;
 
 // Starts the poller if RDMA can be used in this process; false (remembered) when not.
 bool available() noexcept;
+// Whether this process's poller runs (never starts one).
+bool running() noexcept;
 // True once available() found RDMA unusable here: no socket of the process can ever
 // leave kernel TCP. Never starts anything.
 bool unavailable() noexcept;

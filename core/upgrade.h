@@ -34,6 +34,12 @@ void first_data_call(int fd, Socket& s) noexcept;
 void closing(int fd, Socket& s, bool last = false) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
+// The process exits (exit(), _exit): waits until every connection of its own has put
+// what the program sent into the peer's ring (the send queue drained, every write
+// completed), as kernel TCP delivers a socket's bytes after its process is gone,
+// those the program closed included. Gives up on a connection that makes no progress
+// for 10 s. Free when the process has no poller.
+FERRY_FORK_PATH void flush_at_exit() noexcept;
 // The connection leaves this program's hands (core/handoff.h): if its upgrade never
 // began (no data call yet), it stays on TCP for good. True then.
 bool forgo(Socket& s) noexcept;

@@ -4,15 +4,18 @@
 #include "core/fork_path.h"
 #include "core/handoff.h"
 #include "core/runtime.h"
+#include "core/upgrade.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::start(); }
 // An exiting process hands over the connections a forked child may still hold
-// (core/handoff.h), then prints its counters.
+// (core/handoff.h), lets the others put what the program sent into the peer's ring
+// (core/upgrade.h), then prints its counters.
 __attribute__((destructor)) FERRY_FORK_PATH static void ferry_finish() {
   ferry::handoff::at_exit();
+  ferry::upgrade::flush_at_exit();
   ferry::runtime::finish();
 }
 
@@ -36,6 +39,7 @@ FERRY_EXPORT pid_t vfork() {
 // glibc's _exit does, the exit_group system call.
 FERRY_EXPORT FERRY_FORK_PATH void _exit(int status) {
   ferry::handoff::at_exit();
+  ferry::upgrade::flush_at_exit();
   ferry::runtime::finish();
   for (;;) syscall(SYS_exit_group, status);
 }

@@ -567,8 +567,48 @@ scenario_listen_then_connect() {
   say "[$scenario] $up of $((4 * rounds)) ends upgraded (each round: a control and a data connection)"
 }
 
+# A server that sends 8 MiB and leaves at once (os._exit, sys.exit, close then
+# os._exit, SO_LINGER {1, 5} then close and os._exit; the last with a client that
+# starts reading a second later): kernel TCP delivers every byte after the process is
+# gone, and so must ferry, whose send queue and unfinished writes live in the process.
+# Each way runs on kernel TCP and under ferry at both ends; the client's verdicts must
+# be the same, the server's counters must show the bytes went over RDMA.
+scenario_exit_flush() {
+  local how delay size=$((8 << 20)) mode line base=$scenario
+  for how in _exit exit close_exit linger; do
+    delay=0
+    [ "$how" = linger ] && delay=1
+    for mode in plain ferry; do
+      scenario=$base.$how.$mode
+      port=$((port + 1))
+      local -a spre=() cpre=()
+      if [ $mode = ferry ]; then
+        spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.server.log" "$ferry")
+        cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
+      fi
+      rm -f "$out/$scenario".*.log
+      "${spre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" server "$ip" $port $how $size \
+        > "$out/$scenario.server.out" 2>&1 &
+      local server=$!
+      for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
+      timeout 120 "${cpre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" client "$ip" $port $size $delay \
+        > "$out/$scenario.client.out" 2>&1 || fail "client: $(tail -2 "$out/$scenario.client.out")"
+      timeout 60 tail --pid=$server -f /dev/null || { kill $server 2>/dev/null; fail "server did not finish"; }
+      wait $server || true  # os._exit(0); a killed one failed above
+      line=$(tail -1 "$out/$scenario.client.out")
+      say "[$scenario] $line"
+      if [ $mode = ferry ]; then
+        expect server upgraded -eq 1
+        expect client upgraded -eq 1
+        expect server bytes_rdma_sent -gt $((size / 2))
+      fi
+    done
+  done
+  scenario=$base
+}
+
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover)
+  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover exit_flush)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done

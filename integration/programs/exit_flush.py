@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""exit_flush.py server IP PORT HOW SIZE | client IP PORT SIZE [DELAY]
+
+The server accepts one connection, reads one byte, sends SIZE bytes (a seeded stream)
+and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "exit"
+(sys.exit), "close_exit" (close, then os._exit), "linger" (SO_LINGER {1, 5}, close,
+os._exit). Kernel TCP delivers every byte after the process is gone. The client
+sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
+count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
+and an orderly end.
+"""
+import hashlib
+import os
+import random
+import socket
+import struct
+import sys
+import time
+
+
+def stream(size):
+    rng = random.Random(size)
+    return rng.randbytes(size)
+
+
+def server(ip, port, how, size):
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((ip, port))
+    listener.listen(1)
+    print("listening", flush=True)
+    conn, _ = listener.accept()
+    conn.recv(1)
+    conn.sendall(stream(size))
+    if how == "exit":
+        sys.exit(0)
+    if how == "linger":
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 5))
+    if how in ("close_exit", "linger"):
+        conn.close()
+    os._exit(0)
+
+
+def client(ip, port, size, delay):
+    conn = socket.create_connection((ip, port))
+    conn.sendall(b"x")
+    time.sleep(delay)
+    digest = hashlib.sha256()
+    got = 0
+    end = "eof"
+    try:
+        while True:
+            b = conn.recv(1 << 20)
+            if not b:
+                break
+            digest.update(b)
+            got += len(b)
+    except OSError as e:
+        end = "error %s" % e.strerror
+    whole = got == size and digest.hexdigest() == hashlib.sha256(stream(size)).hexdigest()
+    print("got %d of %d bytes, %s, %s" % (got, size, "intact" if whole else "NOT intact", end))
+    return 0 if whole and end == "eof" else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        server(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+    else:
+        sys.exit(client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0))
