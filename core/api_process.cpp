@@ -2,6 +2,7 @@
 
 #include "core/handoff.h"
 #include "core/runtime.h"
+#include "core/upgrade.h"
 
 namespace ferry::api {
 
@@ -18,10 +19,13 @@ long fork() noexcept {
 
 // Upgraded connections whose descriptors survive an exec go back to kernel TCP first
 // (core/handoff.h): the new program, under ferry or not, cannot reach this one's RDMA
-// side. If the exec then fails, they stay on TCP. FERRY_STATS prints the counters so
-// far, as at an exit: the new program's ferry counts afresh.
+// side. If the exec then fails, they stay on TCP. The others (close-on-exec, or closed
+// already) put what was sent into the peer's ring first, as at an exit: the poller
+// and the send queues end with this program's image. FERRY_STATS prints the counters
+// so far, as at an exit: the new program's ferry counts afresh.
 void before_exec() {
   handoff::before_exec();
+  upgrade::flush_at_exit();
   runtime::finish();
 }
 

@@ -4,7 +4,8 @@
 The server accepts one connection, reads one byte, sends SIZE bytes (a seeded stream)
 and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "exit"
 (sys.exit), "close_exit" (close, then os._exit), "linger" (SO_LINGER {1, 5}, close,
-os._exit). Kernel TCP delivers every byte after the process is gone. The client
+os._exit), "exec" (os.execv of /bin/true: the socket is close-on-exec, as Python's
+are). Kernel TCP delivers every byte after the process is gone. The client
 sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
 count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
 and an orderly end.
@@ -34,6 +35,8 @@ def server(ip, port, how, size):
     conn.sendall(stream(size))
     if how == "exit":
         sys.exit(0)
+    if how == "exec":
+        os.execv("/bin/true", ["true"])
     if how == "linger":
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 5))
     if how in ("close_exit", "linger"):

@@ -568,14 +568,15 @@ scenario_listen_then_connect() {
 }
 
 # A server that sends 8 MiB and leaves at once (os._exit, sys.exit, close then
-# os._exit, SO_LINGER {1, 5} then close and os._exit; the last with a client that
-# starts reading a second later): kernel TCP delivers every byte after the process is
-# gone, and so must ferry, whose send queue and unfinished writes live in the process.
-# Each way runs on kernel TCP and under ferry at both ends; the client's verdicts must
-# be the same, the server's counters must show the bytes went over RDMA.
+# os._exit, SO_LINGER {1, 5} then close and os._exit, an exec with the socket
+# close-on-exec; the linger one with a client that starts reading a second later):
+# kernel TCP delivers every byte after the process is gone, and so must ferry, whose
+# send queue and unfinished writes live in the process. Each way runs on kernel TCP
+# and under ferry at both ends; the client's verdicts must be the same, the server's
+# counters must show the bytes went over RDMA.
 scenario_exit_flush() {
   local how delay size=$((8 << 20)) mode line base=$scenario
-  for how in _exit exit close_exit linger; do
+  for how in _exit exit close_exit linger exec; do
     delay=0
     [ "$how" = linger ] && delay=1
     for mode in plain ferry; do
