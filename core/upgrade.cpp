@@ -879,7 +879,8 @@ void before_fork() noexcept { g_spare.make(); }
 void after_fork_child() noexcept {
   // The parent's connections and listeners are the parent's business.
   g_state = g_spare.take();
-  g_requests_held.store(false, std::memory_order_relaxed);
+  // Written only when set: the page it is on is not the fork page.
+  if (g_requests_held.load(std::memory_order_relaxed)) g_requests_held.store(false, std::memory_order_relaxed);
   if (Link::alive() == 0) return;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
