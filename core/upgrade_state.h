@@ -1,7 +1,8 @@
 // What the poller keeps of the upgrades in progress: the rdma_cm endpoints (listeners
 // and connections' handshakes), requests held for a connection not yet accepted, and
 // the poller-thread state that indexes them, with the functions the upgrade's two
-// files share. Private to core/upgrade.cpp and core/upgrade_requests.cpp.
+// files share. Private to core/upgrade.cpp, core/upgrade_requests.cpp and
+// core/exit_flush.cpp.
 #pragma once
 
 #include "core/claims.h"
