@@ -194,8 +194,10 @@ TEST(WaitLoop, DeadlineEndsSpinAndSleep) {
   s.spin = true;
   s.ask = false;
   const int64_t start = now_us();
-  EXPECT_EQ(wait_loop(s, 3000, 1000), 0);  // the sleeps return at once: rounds until the deadline
-  EXPECT_GE(now_us() - start, 3000);
+  // The sleeps return at once: rounds until the deadline. 50 ms after 1 ms of spinning,
+  // so that a thread the machine's load keeps off the CPU still gets to sleep.
+  EXPECT_EQ(wait_loop(s, 50000, 1000), 0);
+  EXPECT_GE(now_us() - start, 50000);
   EXPECT_GT(s.nsleeps, 0);
   EXPECT_EQ(s.ndisarms, s.narms);
 }
