@@ -11,13 +11,10 @@
 
 #include <time.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstdint>
-#include <memory>
 
 namespace ferry::upgrade {
-
-using poller::Clock;
 
 namespace {
 
@@ -55,37 +52,90 @@ Unflushed unflushed_st() {
   return u;
 }
 
-void flush_links_at_exit() {
-  if (!poller::running() || poller::on_poller_thread()) return;  // never starts one
-  constexpr auto kPatience = std::chrono::seconds(10);
+// The poller's latest answer to flush_links, published for a thread that may be in a
+// signal handler: plain atomics, no allocation, no lock.
+std::atomic<int> g_asking{0};  // threads waiting in flush_links
+std::atomic<uint64_t> g_answers{0};
+std::atomic<size_t> g_links{0};
+std::atomic<uint64_t> g_bytes{0};
+std::atomic<uint64_t> g_writes{0};
+
+uint64_t now_ms() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1000000;
+}
+
+void sleep_ms() {
+  const timespec ms{0, 1000000};
+  nanosleep(&ms, nullptr);
+}
+
+// Waits until the poller has drained every connection, one of them made no progress
+// for 10 s, or the poller gave no answer for 1 s (a poller that waits for a lock the
+// interrupted thread holds). Async-signal-safe: the poller drains (it keeps the
+// completion queues armed); this thread asks and reads the answers. What is left.
+Unflushed wait_for_poller();
+
+Unflushed flush_links() {
+  g_asking.fetch_add(1);
+  const Unflushed left = wait_for_poller();
+  g_asking.fetch_sub(1);
+  return left;
+}
+
+Unflushed wait_for_poller() {
+  constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000;
   Unflushed last{SIZE_MAX, 0, 0};
-  auto progress = Clock::now();
+  uint64_t progress = now_ms();
+  // The first answer may come from a look that began before this thread asked (for
+  // another thread that asks too); the second began after.
+  uint64_t rounds = 2;
   for (;;) {
-    auto look = std::make_shared<Unflushed>();
-    // The poller drains the queues (it keeps their completion queues armed); this
-    // thread only asks how far it got.
-    if (!poller::run([look] { *look = unflushed_st(); }, std::chrono::seconds(1))) return;
-    if (look->links == 0) return;
-    const auto now = Clock::now();
-    if (!(*look == last)) {
-      last = *look;
-      progress = now;
-    } else if (now - progress >= kPatience) {
-      FERRY_LOG(warn, "upgrade",
-                "exiting with %zu connection(s) whose peer took no more for 10 s: %llu queued bytes and %llu writes lost",
-                last.links, static_cast<unsigned long long>(last.bytes), static_cast<unsigned long long>(last.writes));
-      return;
+    const uint64_t answers = g_answers.load(std::memory_order_acquire);
+    const uint64_t asked = now_ms();
+    while (g_answers.load(std::memory_order_acquire) - answers < rounds) {
+      if (now_ms() - asked >= kAnswerMs) return last;
+      poller::nudge();
+      sleep_ms();
     }
-    const timespec ms{0, 1000000};
-    nanosleep(&ms, nullptr);
+    rounds = 1;
+    Unflushed u{g_links.load(std::memory_order_relaxed), g_bytes.load(std::memory_order_relaxed),
+                g_writes.load(std::memory_order_relaxed)};
+    if (u.links == 0) return u;
+    const uint64_t now = now_ms();
+    if (!(u == last)) {
+      last = u;
+      progress = now;
+    } else if (now - progress >= kPatienceMs) {
+      return u;
+    }
+    sleep_ms();
   }
 }
+
+// Never starts a poller.
+bool can_flush() { return Link::alive() > 0 && poller::running() && !poller::on_poller_thread(); }
 
 }  // namespace
 
 // On the fork path: every exiting child of a forking server comes here.
 FERRY_FORK_PATH void flush_at_exit() noexcept {
-  if (Link::alive() > 0) flush_links_at_exit();
+  if (Link::alive() == 0 || !can_flush()) return;  // only the first test on the fork path
+  const Unflushed left = flush_links();
+  if (left.links == 0) return;
+  FERRY_LOG(warn, "upgrade",
+            "exiting with %zu connection(s) whose peer took no more for 10 s: %llu queued bytes and %llu writes lost",
+            left.links, static_cast<unsigned long long>(left.bytes), static_cast<unsigned long long>(left.writes));
+}
+
+void answer_flush_st() {
+  if (g_asking.load(std::memory_order_relaxed) == 0) return;
+  const Unflushed u = unflushed_st();
+  g_links.store(u.links, std::memory_order_relaxed);
+  g_bytes.store(u.bytes, std::memory_order_relaxed);
+  g_writes.store(u.writes, std::memory_order_relaxed);
+  g_answers.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace ferry::upgrade

@@ -214,6 +214,7 @@ void loop() {
     }
     run_timers_st();
     upgrade::end_of_batch_st();
+    upgrade::answer_flush_st();
     epfd = P().epfd.load();
   }
 }

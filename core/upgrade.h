@@ -63,6 +63,9 @@ void on_cm_event_st(rdma_cm_event* ev);
 // Poller thread, after each round of events: frees connections dropped during it (an
 // event for them may still be in the round's list).
 void end_of_batch_st();
+// Poller thread, after each round: while a thread waits in flush_at_exit, tells it how
+// much is left.
+void answer_flush_st();
 // Takes and releases the lock of every live channel once: whoever used a descriptor
 // number inside a channel call has finished (see poller::move_fd). With the poller
 // held between rounds (its state stands still).
