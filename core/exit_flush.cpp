@@ -129,6 +129,10 @@ FERRY_FORK_PATH void flush_at_exit() noexcept {
             left.links, static_cast<unsigned long long>(left.bytes), static_cast<unsigned long long>(left.writes));
 }
 
+void flush_at_signal() noexcept {
+  if (can_flush()) flush_links();
+}
+
 void answer_flush_st() {
   if (g_asking.load(std::memory_order_relaxed) == 0) return;
   const Unflushed u = unflushed_st();

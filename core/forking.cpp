@@ -12,6 +12,7 @@
 #include "core/poller.h"
 #include "core/rdma.h"
 #include "core/runtime.h"
+#include "core/signals.h"
 #include "core/upgrade.h"
 
 #include <pthread.h>
@@ -107,6 +108,7 @@ FERRY_FORK_PATH void child() {
   upgrade::after_fork_child();
   handoff::after_fork_child();  // after the links it inherited are marked orphaned
   runtime::after_fork_child();
+  signals::after_fork_child();
   if (!h.links.empty()) h.links.clear();
   if (!h.sets.empty()) h.sets.clear();
 }

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+#include <type_traits>
+
 namespace ferry {
 namespace {
 
@@ -21,7 +23,10 @@ R first_call(A... args) {
 template <class R, class... A>
 R missing(A...) {
   errno = ENOSYS;
-  return static_cast<R>(-1);
+  if constexpr (std::is_pointer_v<R>)
+    return reinterpret_cast<R>(-1L);  // SIG_ERR
+  else
+    return static_cast<R>(-1);
 }
 
 int first_fcntl(int fd, int cmd, ...) {

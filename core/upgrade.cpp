@@ -16,6 +16,7 @@
 #include "core/rdma.h"
 #include "core/rdma_lib.h"
 #include "core/refusals.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "core/stream.h"
 
@@ -243,8 +244,8 @@ void established_st(Conn* c) {
   watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
   s->transition(Transport::upgrading, Transport::rdma);
   stats::add(stats::g.upgraded, 1);
-  FERRY_LOG(debug, "upgrade", "%s port %u -> %u now on RDMA", c->link->client ? "client" : "server", c->local_port,
-            c->peer_port);
+  signals::arm();
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u on RDMA", c->link->client ? "client" : "server", c->local_port, c->peer_port);
   stream::cut_over_soon(c->link, *s);
   c->link->signal.bump();
 }
@@ -374,8 +375,7 @@ void follow_st(Conn* c, uint16_t port) {
   serving_st(c);
   if (c->closed) return fail_st(c, stats::g.tcp_timeout, "redirected");
   stats::add(stats::g.upgrades_redirected, 1);
-  FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port,
-            port);
+  FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port, port);
   c->redirect_port = port;
   c->committed = false;
   c->resolved = false;

@@ -40,6 +40,9 @@ void release(Socket& s) noexcept;
 // those the program closed included. Gives up on a connection that makes no progress
 // for 10 s. Free when the process has no poller.
 FERRY_FORK_PATH void flush_at_exit() noexcept;
+// The same, async-signal-safe, without the warning: for a signal that is about to end
+// the process (core/signals.h).
+void flush_at_signal() noexcept;
 // The connection leaves this program's hands (core/handoff.h): if its upgrade never
 // began (no data call yet), it stays on TCP for good. True then.
 bool forgo(Socket& s) noexcept;
@@ -63,8 +66,8 @@ void on_cm_event_st(rdma_cm_event* ev);
 // Poller thread, after each round of events: frees connections dropped during it (an
 // event for them may still be in the round's list).
 void end_of_batch_st();
-// Poller thread, after each round: while a thread waits in flush_at_exit, tells it how
-// much is left.
+// Poller thread, after each round: while a thread waits in flush_at_exit or
+// flush_at_signal, tells it how much is left.
 void answer_flush_st();
 // Takes and releases the lock of every live channel once: whoever used a descriptor
 // number inside a channel call has finished (see poller::move_fd). With the poller

@@ -5,7 +5,8 @@ The server accepts one connection, reads one byte, sends SIZE bytes (a seeded st
 and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "exit"
 (sys.exit), "close_exit" (close, then os._exit), "linger" (SO_LINGER {1, 5}, close,
 os._exit), "exec" (os.execv of /bin/true: the socket is close-on-exec, as Python's
-are). Kernel TCP delivers every byte after the process is gone. The client
+are), "sigterm" or "sigint" (the signal's default action, which ends the process).
+Kernel TCP delivers every byte after the process is gone. The client
 sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
 count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
 and an orderly end.
@@ -13,6 +14,7 @@ and an orderly end.
 import hashlib
 import os
 import random
+import signal
 import socket
 import struct
 import sys
@@ -35,6 +37,11 @@ def server(ip, port, how, size):
     conn.sendall(stream(size))
     if how == "exit":
         sys.exit(0)
+    if how in ("sigterm", "sigint"):
+        sig = signal.SIGTERM if how == "sigterm" else signal.SIGINT
+        signal.signal(sig, signal.SIG_DFL)  # python's own SIGINT handler would exit()
+        os.kill(os.getpid(), sig)
+        time.sleep(60)
     if how == "exec":
         os.execv("/bin/true", ["true"])
     if how == "linger":

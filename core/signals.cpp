@@ -1,0 +1,152 @@
+#include "core/signals.h"
+
+#include "core/libc.h"
+#include "core/upgrade.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+#include <atomic>
+
+namespace ferry::signals {
+
+namespace {
+
+constexpr int kManaged[] = {SIGHUP, SIGINT, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2};
+
+bool managed(int sig) {
+  for (int m : kManaged)
+    if (m == sig) return true;
+  return false;
+}
+
+std::atomic<bool> g_armed{false};
+// Under g_lock. ours[sig]: ferry's handler is in the kernel, standing in for the
+// program's SIG_DFL, whose flags and mask are in view[sig].
+std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+bool g_ours[NSIG];
+struct sigaction g_view[NSIG];
+
+// g_lock, with every signal blocked in this thread meanwhile: a handler that calls
+// sigaction cannot interrupt the holder.
+class Guard {
+ public:
+  Guard() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+    while (g_lock.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  ~Guard() {
+    g_lock.clear(std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+
+ private:
+  sigset_t saved_;
+};
+
+bool is_default(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == nullptr : a.sa_handler == SIG_DFL;
+}
+
+void on_signal(int sig);
+
+// Under g_lock: ferry's handler in the kernel for sig, the program's SIG_DFL `as` kept.
+int stand_in(int sig, const struct sigaction& as) {
+  struct sigaction ours {};
+  ours.sa_handler = on_signal;
+  sigfillset(&ours.sa_mask);
+  ours.sa_flags = SA_RESTART;
+  const int r = real.sigaction(sig, &ours, nullptr);
+  if (r == 0) {
+    g_view[sig] = as;
+    g_ours[sig] = true;
+  }
+  return r;
+}
+
+// Under g_lock: the program's disposition back in the kernel.
+void step_aside(int sig) {
+  if (!g_ours[sig]) return;
+  real.sigaction(sig, &g_view[sig], nullptr);
+  g_ours[sig] = false;
+}
+
+void on_signal(int sig) {
+  const int saved = errno;
+  upgrade::flush_at_signal();
+  bool fatal;
+  {
+    Guard g;
+    // The program may have set a handler meanwhile: then it was not ours any more.
+    fatal = g_ours[sig];
+    step_aside(sig);
+  }
+  // Blocked until this handler returns; then the default action ends the process.
+  if (fatal) raise(sig);
+  errno = saved;
+}
+
+}  // namespace
+
+void arm() noexcept {
+  if (g_armed.load(std::memory_order_acquire)) return;
+  Guard g;
+  if (g_armed.load(std::memory_order_relaxed)) return;
+  for (int sig : kManaged) {
+    struct sigaction cur {};
+    if (real.sigaction(sig, nullptr, &cur) == 0 && is_default(cur)) stand_in(sig, cur);
+  }
+  g_armed.store(true, std::memory_order_release);
+}
+
+int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  if (!managed(sig) || !g_armed.load(std::memory_order_acquire)) return real.sigaction(sig, act, old);
+  Guard g;
+  if (!g_ours[sig]) {
+    if (!act || !is_default(*act)) return real.sigaction(sig, act, old);
+    // SIG_DFL again: ferry's handler stands in once more.
+    struct sigaction prev {};
+    if (real.sigaction(sig, nullptr, &prev) != 0) return -1;
+    if (stand_in(sig, *act) != 0) return real.sigaction(sig, act, old);
+    if (old) *old = prev;
+    return 0;
+  }
+  if (old) *old = g_view[sig];
+  if (!act) return 0;
+  if (is_default(*act)) {
+    g_view[sig] = *act;
+    return 0;
+  }
+  const int r = real.sigaction(sig, act, nullptr);
+  if (r == 0) g_ours[sig] = false;
+  return r;
+}
+
+sighandler_t signal(int sig, sighandler_t handler, bool sysv) noexcept {
+  struct sigaction act {}, old {};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  if (sysv) {
+    act.sa_flags = SA_RESETHAND | SA_NODEFER;
+  } else {
+    if (sig > 0 && sig < NSIG) sigaddset(&act.sa_mask, sig);
+    act.sa_flags = SA_RESTART;
+  }
+  if (signals::sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+
+FERRY_FORK_PATH void after_fork_child() noexcept {
+  if (g_lock.test(std::memory_order_relaxed)) g_lock.clear(std::memory_order_relaxed);  // a page written only then
+}
+
+void release(int sig) noexcept {
+  if (!managed(sig) || !g_armed.load(std::memory_order_acquire)) return;
+  Guard g;
+  step_aside(sig);
+}
+
+}  // namespace ferry::signals

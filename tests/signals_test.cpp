@@ -1,0 +1,125 @@
+#include "core/signals.h"
+
+#include "core/libc.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace ferry::signals {
+namespace {
+
+void program_handler(int) {}
+
+sighandler_t kernel_has(int sig) {
+  struct sigaction cur {};
+  real.sigaction(sig, nullptr, &cur);
+  return cur.sa_handler;
+}
+
+sighandler_t program_sees(int sig) {
+  struct sigaction cur {};
+  signals::sigaction(sig, nullptr, &cur);
+  return cur.sa_handler;
+}
+
+// Runs body in a forked child (arm() cannot be undone) and returns its wait status.
+template <class F>
+int in_child(F body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+#define CHILD_EXPECT(cond, code) \
+  if (!(cond)) _exit(code)
+
+TEST(Signals, BeforeArmEveryCallIsLibcs) {
+  int status = in_child([] {
+    signals::signal(SIGTERM, program_handler, false);
+    CHILD_EXPECT(kernel_has(SIGTERM) == program_handler, 10);
+    CHILD_EXPECT(program_sees(SIGTERM) == program_handler, 11);
+    signals::signal(SIGTERM, SIG_DFL, false);
+    CHILD_EXPECT(kernel_has(SIGTERM) == SIG_DFL, 12);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// Once armed, the kernel holds ferry's handler where the program has SIG_DFL, and the
+// program sees only what it set.
+TEST(Signals, TheProgramSeesItsOwnDispositions) {
+  int status = in_child([] {
+    signals::signal(SIGUSR1, SIG_IGN, false);
+    arm();
+    CHILD_EXPECT(program_sees(SIGTERM) == SIG_DFL, 10);
+    CHILD_EXPECT(kernel_has(SIGTERM) != SIG_DFL && kernel_has(SIGTERM) != SIG_IGN, 11);
+    CHILD_EXPECT(kernel_has(SIGUSR1) == SIG_IGN, 12);   // not the default: left alone
+    CHILD_EXPECT(kernel_has(SIGQUIT) == SIG_DFL, 13);   // dumps core: not taken
+    // A handler of the program's replaces ferry's; SIG_DFL brings it back.
+    CHILD_EXPECT(signals::signal(SIGTERM, program_handler, false) == SIG_DFL, 14);
+    CHILD_EXPECT(kernel_has(SIGTERM) == program_handler, 15);
+    CHILD_EXPECT(program_sees(SIGTERM) == program_handler, 16);
+    CHILD_EXPECT(signals::signal(SIGTERM, SIG_DFL, false) == program_handler, 17);
+    CHILD_EXPECT(program_sees(SIGTERM) == SIG_DFL, 18);
+    CHILD_EXPECT(kernel_has(SIGTERM) != SIG_DFL, 19);
+    // The flags and mask the program gave SIG_DFL come back as it gave them.
+    struct sigaction act {}, old {};
+    act.sa_handler = SIG_DFL;
+    act.sa_flags = SA_RESETHAND;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, SIGUSR2);
+    CHILD_EXPECT(signals::sigaction(SIGINT, &act, nullptr) == 0, 20);
+    CHILD_EXPECT(signals::sigaction(SIGINT, nullptr, &old) == 0, 21);
+    CHILD_EXPECT(old.sa_handler == SIG_DFL && (old.sa_flags & SA_RESETHAND) && sigismember(&old.sa_mask, SIGUSR2), 22);
+    // sysv_signal's one-shot flags reach the kernel with the program's handler.
+    signals::signal(SIGHUP, program_handler, true);
+    struct sigaction k {};
+    real.sigaction(SIGHUP, nullptr, &k);
+    CHILD_EXPECT(k.sa_handler == program_handler && (k.sa_flags & SA_RESETHAND) && (k.sa_flags & SA_NODEFER), 23);
+    // Before sigset and siginterrupt the kernel gets the program's disposition back.
+    release(SIGALRM);
+    CHILD_EXPECT(kernel_has(SIGALRM) == SIG_DFL, 24);
+    CHILD_EXPECT(program_sees(SIGALRM) == SIG_DFL, 25);
+    // Signals ferry never takes, and bad numbers, are libc's.
+    CHILD_EXPECT(signals::sigaction(0, nullptr, &old) == -1 && errno == EINVAL, 26);
+    CHILD_EXPECT(signals::signal(SIGKILL, program_handler, false) == SIG_ERR, 27);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
+}
+
+// A signal whose default ends the process still ends it, of that signal.
+TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {
+    int status = in_child([sig] {
+      arm();
+      raise(sig);
+      _exit(99);
+    });
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << sig << " " << status;
+  }
+  // Set to SIG_DFL again after a handler: the same.
+  int status = in_child([] {
+    arm();
+    signals::signal(SIGTERM, program_handler, false);
+    signals::signal(SIGTERM, SIG_DFL, false);
+    kill(getpid(), SIGTERM);
+    _exit(99);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  // Ignored: not at all.
+  status = in_child([] {
+    arm();
+    signals::signal(SIGTERM, SIG_IGN, false);
+    raise(SIGTERM);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace ferry::signals
