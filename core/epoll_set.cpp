@@ -386,7 +386,7 @@ namespace {
 // writes anyway (core/fork_path.h): a server's worker makes its epoll set as it starts.
 union SetsHolder {
   constexpr SetsHolder() : sets() {}
-  ~SetsHolder() {}
+  FERRY_FORK_PATH ~SetsHolder() {}  // runs at every exit
   FdMap<EpollSet> sets;
 };
 FERRY_FORK_DATA constinit SetsHolder g_sets;

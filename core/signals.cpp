@@ -23,7 +23,7 @@ bool managed(int sig) {
 std::atomic<bool> g_armed{false};
 // Under g_lock. ours[sig]: ferry's handler is in the kernel, standing in for the
 // program's SIG_DFL, whose flags and mask are in view[sig].
-std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+FERRY_FORK_DATA std::atomic_flag g_lock = ATOMIC_FLAG_INIT;  // a forked child reads it
 bool g_ours[NSIG];
 struct sigaction g_view[NSIG];
 

@@ -51,8 +51,8 @@ constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
 
 FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
 // Whether requests wait in State::held for a connection not yet launched (set by the
-// poller at the end of each round; read by launch()).
-std::atomic<bool> g_requests_held{false};
+// poller at the end of each round, written only when it changes; read by launch()).
+FERRY_FORK_DATA std::atomic<bool> g_requests_held{false};
 FERRY_FORK_DATA forking::Spare<State> g_spare;
 State& st() { return *g_state; }
 
@@ -878,8 +878,7 @@ void before_fork() noexcept { g_spare.make(); }
 void after_fork_child() noexcept {
   // The parent's connections and listeners are the parent's business.
   g_state = g_spare.take();
-  // Written only when set: the page it is on is not the fork page.
-  if (g_requests_held.load(std::memory_order_relaxed)) g_requests_held.store(false, std::memory_order_relaxed);
+  g_requests_held.store(false, std::memory_order_relaxed);
   if (Link::alive() == 0) return;
   fd_table().for_each([](int, const SocketRef& s) {
     if (!s->link) return;
@@ -948,7 +947,8 @@ void release(Socket& s) noexcept {
 void end_of_batch_st() {
   st().dropped.clear();
   // Before the poller's fenced look at its queue, ahead of any sleep (poller::post).
-  g_requests_held.store(!st().held.empty(), std::memory_order_relaxed);
+  const bool held = !st().held.empty();
+  if (g_requests_held.load(std::memory_order_relaxed) != held) g_requests_held.store(held, std::memory_order_relaxed);
 }
 
 void channel_barrier_st() noexcept {
