@@ -3,53 +3,79 @@
 #include "core/self_mem.h"
 
 #include <link.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdint>
+// The end of the hot text (core/fork_page.ld).
+extern "C" const char ferry_hot_text_end[];
 
 namespace ferry::shared_text {
 
 namespace {
 
-struct Segments {
+struct Object {
   uintptr_t self = 0;  // an address inside libferry
-  uintptr_t start[8] = {};
+  Segment ro[8];       // its read-only PT_LOAD segments
   int n = 0;
+  uintptr_t unwind = 0;  // PT_GNU_EH_FRAME
 };
 
-// The first page of each read-only PT_LOAD segment of the object that holds `self`.
+uintptr_t round_up(uintptr_t a, uintptr_t page) { return (a + page - 1) & ~(page - 1); }
+
 int find(dl_phdr_info* info, size_t, void* data) {
-  auto* seg = static_cast<Segments*>(data);
+  auto* o = static_cast<Object*>(data);
   bool ours = false;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& p = info->dlpi_phdr[i];
-    if (p.p_type != PT_LOAD) continue;
     const uintptr_t lo = info->dlpi_addr + p.p_vaddr;
-    if (seg->self >= lo && seg->self < lo + p.p_memsz) ours = true;
+    if (p.p_type == PT_LOAD && o->self >= lo && o->self < lo + p.p_memsz) ours = true;
   }
   if (!ours) return 0;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  for (int i = 0; i < info->dlpi_phnum && seg->n < 8; ++i) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& p = info->dlpi_phdr[i];
-    if (p.p_type != PT_LOAD || (p.p_flags & PF_W) || p.p_memsz == 0) continue;
-    seg->start[seg->n++] = (info->dlpi_addr + p.p_vaddr) & ~(page - 1);
+    const uintptr_t lo = info->dlpi_addr + p.p_vaddr;
+    if (p.p_type == PT_GNU_EH_FRAME) o->unwind = lo;
+    if (p.p_type != PT_LOAD || (p.p_flags & PF_W) || p.p_memsz == 0 || o->n == 8) continue;
+    o->ro[o->n++] = Segment{lo & ~(page - 1), round_up(lo + p.p_memsz, page)};
   }
   return 1;
 }
 
 }  // namespace
 
+bool part_of(Segment seg, uintptr_t hot_end, uintptr_t unwind, uintptr_t page, Part& out) noexcept {
+  uintptr_t split = seg.end;
+  if (hot_end > seg.start && hot_end <= seg.end)
+    split = round_up(hot_end, page);
+  else if (unwind >= seg.start && unwind < seg.end)
+    split = round_up(unwind, page);
+  if (split <= seg.start) return false;
+  out = Part{seg.start, split < seg.end ? split : seg.end, seg.end};
+  return true;
+}
+
 bool prepare() noexcept {
-  Segments seg;
-  seg.self = reinterpret_cast<uintptr_t>(&prepare);
-  dl_iterate_phdr(find, &seg);
-  if (seg.n == 0) return false;
+  Object o;
+  o.self = reinterpret_cast<uintptr_t>(&prepare);
+  dl_iterate_phdr(find, &o);
+  if (o.n == 0) return false;
   SelfMem mem;
   if (!mem.ok()) return false;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto hot_end = reinterpret_cast<uintptr_t>(ferry_hot_text_end);
   bool all = true;
-  for (int i = 0; i < seg.n; ++i) {
+  for (int i = 0; i < o.n; ++i) {
+    Part part;
+    if (!part_of(o.ro[i], hot_end, o.unwind, page, part)) continue;
+    // Split first: the private page then belongs to the hot part's mapping alone.
+    if (part.split < part.end &&
+        madvise(reinterpret_cast<void*>(part.split), part.end - part.split, MADV_NOHUGEPAGE) != 0) {
+      all = false;
+      continue;
+    }
     unsigned char b;
-    all = all && mem.read(seg.start[i], &b, 1) && mem.write(seg.start[i], &b, 1);
+    if (!mem.read(part.start, &b, 1) || !mem.write(part.start, &b, 1)) all = false;
   }
   return all;
 }

@@ -1,5 +1,7 @@
 #include "core/shared_text.h"
 
+#include "core/stats.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -67,18 +69,56 @@ long child_rss(const void* p) {
   return rss;
 }
 
-TEST(SharedText, AForkedChildStartsWithTheCodeItsParentMapped) {
-  const void* code = reinterpret_cast<const void*>(&prepare);
-  touch_all(code);
-  const long parent = rss_of(code);
-  ASSERT_GT(parent, 256) << "the test binary's code mapping is too small to tell";
-  // Before: a child has only what it touched since the fork.
-  const long before = child_rss(code);
+// The hot text (here: a fork-path function's) is in a child's page tables from the
+// start; the rest of the code (here: prepare's) only as the child touches it.
+TEST(SharedText, AForkedChildStartsWithTheHotCodeItsParentMapped) {
+  const void* hot = reinterpret_cast<const void*>(&stats::after_fork_child);
+  const void* cold = reinterpret_cast<const void*>(&prepare);
+  touch_all(hot);
+  touch_all(cold);
+  const long parent_hot = rss_of(hot);
+  const long parent_cold = rss_of(cold);
+  ASSERT_GT(parent_cold, 256) << "the test binary's code mapping is too small to tell";
+  const long before = child_rss(hot);
   ASSERT_TRUE(prepare());
-  touch_all(code);
-  const long after = child_rss(code);
-  EXPECT_LT(before, parent / 2) << "parent " << parent << " kB";
-  EXPECT_GE(after, parent * 9 / 10) << "parent " << parent << " kB, before " << before << " kB";
+  touch_all(hot);
+  touch_all(cold);
+  const long hot_after = rss_of(hot);
+  const long cold_after = rss_of(cold);
+  // Split: the hot text is a mapping of its own now, smaller than the code was.
+  EXPECT_LT(hot_after, parent_hot) << "hot " << parent_hot << " kB";
+  EXPECT_GT(hot_after, 0);
+  const long child_hot = child_rss(hot);
+  const long child_cold = child_rss(cold);
+  EXPECT_LT(before, parent_hot / 2) << "parent " << parent_hot << " kB";
+  EXPECT_EQ(child_hot, hot_after) << "parent's hot text " << hot_after << " kB, before " << before << " kB";
+  EXPECT_LT(child_cold, cold_after / 2) << "parent's other code " << cold_after << " kB";
+}
+
+TEST(SharedText, EachSegmentSharesItsHotPartOnly) {
+  constexpr uintptr_t kPage = 4096;
+  Part p;
+  // The text: up to the hot text's end, rounded up.
+  ASSERT_TRUE(part_of(Segment{0xa000, 0x7d000}, 0x164c9, 0x82e14, kPage, p));
+  EXPECT_EQ(p.start, 0xa000u);
+  EXPECT_EQ(p.split, 0x17000u);
+  EXPECT_EQ(p.end, 0x7d000u);
+  // The constants: up to the unwind tables.
+  ASSERT_TRUE(part_of(Segment{0x7d000, 0x9d000}, 0x164c9, 0x82e14, kPage, p));
+  EXPECT_EQ(p.start, 0x7d000u);
+  EXPECT_EQ(p.split, 0x83000u);
+  EXPECT_EQ(p.end, 0x9d000u);
+  // Headers and symbol tables: all of it.
+  ASSERT_TRUE(part_of(Segment{0x0, 0xa000}, 0x164c9, 0x82e14, kPage, p));
+  EXPECT_EQ(p.start, 0x0u);
+  EXPECT_EQ(p.split, 0xa000u);
+  EXPECT_EQ(p.end, 0xa000u);
+  // Hot text that fills its segment: nothing to split.
+  ASSERT_TRUE(part_of(Segment{0xa000, 0x17000}, 0x16ff0, 0, kPage, p));
+  EXPECT_EQ(p.split, 0x17000u);
+  EXPECT_EQ(p.end, 0x17000u);
+  // Unwind tables at a segment's very start: no constants before them.
+  EXPECT_FALSE(part_of(Segment{0x7d000, 0x9d000}, 0x164c9, 0x7d000, kPage, p));
 }
 
 }  // namespace
