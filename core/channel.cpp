@@ -241,6 +241,7 @@ bool Channel::reserve_sq_st(int wrs) {
 // One signaled request per kSignalEvery: its completion retires the whole batch.
 uint32_t Channel::signal_flag_st(int wrs) {
   sq_outstanding_ += wrs;
+  posted_ += static_cast<uint64_t>(wrs);
   unsignaled_ += wrs;
   if (unsignaled_ >= kSignalEvery) return IBV_SEND_SIGNALED;
   return 0;
@@ -621,6 +622,7 @@ bool Channel::flush_st() {
   wr.wr.rdma.remote_addr = peer_addr_;
   wr.wr.rdma.rkey = peer_rkey_;
   sq_outstanding_ += 1;
+  posted_ += 1;
   wr.wr_id = static_cast<uint64_t>(unsignaled_ + 1);  // retires the unsignaled batch too
   unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;

@@ -93,6 +93,9 @@ class Channel {
   ibv_cq* cq() const { return cq_.get(); }
   // Send requests posted and not yet completed; 0 means everything reached the peer.
   int sq_outstanding_st() const { return sq_outstanding_; }
+  // Send requests posted since the channel began, and those of them completed.
+  uint64_t posted_st() const { return posted_; }
+  uint64_t completed_st() const { return posted_ - static_cast<uint64_t>(sq_outstanding_); }
   // Asks for a completion of everything posted so far (used before teardown).
   bool flush_st();
   // Whether requests were posted since the last signaled one: no completion will come
@@ -261,6 +264,7 @@ class Channel {
   uint64_t max_record_ = 0;  // payload bytes per record: a quarter of the peer's ring
   uint32_t max_inline_ = 0;
   int sq_outstanding_ = 0;
+  uint64_t posted_ = 0;  // every request posted, for completed_st()
   int unsignaled_ = 0;
   int ctl_next_ = 0;
   int repost_[kRepostBatch] = {};

@@ -28,11 +28,16 @@ struct Unflushed {
   bool operator==(const Unflushed& o) const { return links == o.links && bytes == o.bytes && writes == o.writes; }
 };
 
-Unflushed unflushed_st() {
+// A connection is flushed once what the program had sent when the flush began is in
+// the peer's ring: payload written up to that mark and every request posted by then
+// completed. Other threads may go on sending meanwhile; their later bytes are not
+// waited for, or a thread streaming on would hold the exit for ever.
+Unflushed unflushed_st(uint64_t epoch) {
   FERRY_POLLER_ONLY();
   Unflushed u;
   for (auto& entry : detail::st().conns) {
-    Link& link = *entry.second->link;
+    detail::Conn& c = *entry.second;
+    Link& link = *c.link;
     if (!link.channel || link.inherited) continue;
     if (link.down.load()) {
       if (down::backlog_waits(link)) ++u.links;
@@ -43,11 +48,19 @@ Unflushed unflushed_st() {
     ch.progress_st();
     // A peer that disconnected reads nothing more (as retire_st).
     if (ch.failed() || link.peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0)) continue;
+    if (c.flush_epoch != epoch) {
+      c.flush_epoch = epoch;
+      c.flush_bytes = ch.payload_written_st() + ch.unsent_st();
+      c.flush_posted = 0;
+    }
+    const uint64_t written = ch.payload_written_st();
+    if (written >= c.flush_bytes && c.flush_posted == 0) c.flush_posted = ch.posted_st();
+    if (c.flush_posted != 0 && ch.completed_st() >= c.flush_posted) continue;
     // The last writes may wait for no completion (one in kSignalEvery asks for one).
-    if (ch.drained_st() && ch.unsignaled_st()) ch.flush_st();
+    if (ch.unsignaled_st() && (ch.drained_st() || c.flush_posted != 0)) ch.flush_st();
     ++u.links;
-    u.bytes += ch.unsent_st();
-    u.writes += static_cast<uint64_t>(ch.sq_outstanding_st());
+    u.bytes += written < c.flush_bytes ? c.flush_bytes - written : 0;
+    u.writes += c.flush_posted != 0 ? c.flush_posted - ch.completed_st() : static_cast<uint64_t>(ch.sq_outstanding_st());
   }
   return u;
 }
@@ -55,6 +68,7 @@ Unflushed unflushed_st() {
 // The poller's latest answer to flush_links, published for a thread that may be in a
 // signal handler: plain atomics, no allocation, no lock.
 std::atomic<int> g_asking{0};  // threads waiting in flush_links
+std::atomic<uint64_t> g_epoch{0};  // raised by each: the marks are taken again
 std::atomic<uint64_t> g_answers{0};
 std::atomic<size_t> g_links{0};
 std::atomic<uint64_t> g_bytes{0};
@@ -78,6 +92,7 @@ void sleep_ms() {
 Unflushed wait_for_poller();
 
 Unflushed flush_links() {
+  g_epoch.fetch_add(1);
   g_asking.fetch_add(1);
   const Unflushed left = wait_for_poller();
   g_asking.fetch_sub(1);
@@ -135,7 +150,7 @@ void flush_at_signal() noexcept {
 
 void answer_flush_st() {
   if (g_asking.load(std::memory_order_relaxed) == 0) return;
-  const Unflushed u = unflushed_st();
+  const Unflushed u = unflushed_st(g_epoch.load());
   g_links.store(u.links, std::memory_order_relaxed);
   g_bytes.store(u.bytes, std::memory_order_relaxed);
   g_writes.store(u.writes, std::memory_order_relaxed);

@@ -66,6 +66,9 @@ struct Conn : Endpoint, poller::Watcher {
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
+  // An exit's or a signal's flush (core/exit_flush.cpp), as of its epoch: the payload
+  // bytes the program had handed over, and the requests posted once they were written.
+  uint64_t flush_epoch = 0, flush_bytes = 0, flush_posted = 0;
 
   // TCP data or a hangup on the connection.
   void on_event_st(uint32_t) override;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""exit_flush.py server IP PORT HOW SIZE | client IP PORT SIZE [DELAY]
+"""exit_flush.py server IP PORT HOW SIZE | client IP PORT SIZE [DELAY [prefix]]
 
 The server accepts one connection, reads one byte, sends SIZE bytes (a seeded stream)
 and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "exit"
@@ -9,7 +9,9 @@ are), "sigterm" or "sigint" (the signal's default action, which ends the process
 Kernel TCP delivers every byte after the process is gone. The client
 sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
 count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
-and an orderly end.
+and an orderly end ("prefix": BLOCK repeated, of any length, instead, read at most 64 KiB
+every 5 ms so that the sender always has bytes queued: the client of stream_exit, a
+server whose process ends while a thread of it is still sending).
 """
 import hashlib
 import os
@@ -24,6 +26,10 @@ import time
 def stream(size):
     rng = random.Random(size)
     return rng.randbytes(size)
+
+
+# stream_exit.cpp's block.
+BLOCK = bytes(((i * 2654435761) >> 13) & 0xFF for i in range(1 << 20))
 
 
 def server(ip, port, how, size):
@@ -51,24 +57,40 @@ def server(ip, port, how, size):
     os._exit(0)
 
 
-def client(ip, port, size, delay):
+def client(ip, port, size, delay, prefix):
     conn = socket.create_connection((ip, port))
     conn.sendall(b"x")
     time.sleep(delay)
     digest = hashlib.sha256()
     got = 0
     end = "eof"
+    repeats = True  # prefix: every byte so far is BLOCK's, repeated
     try:
         while True:
-            b = conn.recv(1 << 20)
+            b = conn.recv(1 << 16 if prefix else 1 << 20)
             if not b:
                 break
-            digest.update(b)
+            if prefix:
+                time.sleep(0.005)  # slower than the sender: its queue never empties
+                i = 0
+                while i < len(b):
+                    o = (got + i) % len(BLOCK)
+                    n = min(len(b) - i, len(BLOCK) - o)
+                    repeats = repeats and b[i:i + n] == BLOCK[o:o + n]
+                    i += n
+            else:
+                digest.update(b)
             got += len(b)
     except OSError as e:
         end = "error %s" % e.strerror
-    whole = got == size and digest.hexdigest() == hashlib.sha256(stream(size)).hexdigest()
-    print("got %d of %d bytes, %s, %s" % (got, size, "intact" if whole else "NOT intact", end))
+    if prefix:
+        # How much arrived depends on the moment of the exit; what arrived must be intact.
+        whole = repeats and got >= len(BLOCK)
+        print("got %s MiB of the repeated block, %s, %s" % ("over 1" if got >= len(BLOCK) else "under 1",
+                                                           "intact" if repeats else "NOT intact", end))
+    else:
+        whole = got == size and digest.hexdigest() == hashlib.sha256(stream(size)).hexdigest()
+        print("got %d of %d bytes, %s, %s" % (got, size, "intact" if whole else "NOT intact", end))
     return 0 if whole and end == "eof" else 1
 
 
@@ -76,4 +98,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "server":
         server(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
     else:
-        sys.exit(client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0))
+        sys.exit(client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]) if len(sys.argv) > 5 else 0,
+                        len(sys.argv) > 6 and sys.argv[6] == "prefix"))

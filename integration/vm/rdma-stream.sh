@@ -572,13 +572,16 @@ scenario_listen_then_connect() {
 # close-on-exec, SIGTERM or SIGINT at their default action; the linger one with a
 # client that starts reading a second later): kernel TCP delivers every byte after the
 # process is gone, and so must ferry, whose send queue and unfinished writes live in
-# the process. Each way runs on kernel TCP and under ferry at both ends; the client's
+# the process. And a C++ server that leaves (_exit, SIGTERM) while another thread
+# streams for ever to a client slower than it (stream_exit): the process still ends,
+# and the client reads an intact stream to an orderly end. Each way runs on kernel TCP and under ferry at both ends; the client's
 # verdicts must be the same, the counters must show the bytes went over RDMA.
 scenario_exit_flush() {
-  local how delay size=$((8 << 20)) mode line base=$scenario
-  for how in _exit exit close_exit linger exec sigterm sigint; do
-    delay=0
+  local how delay check size=$((8 << 20)) mode line base=$scenario
+  for how in _exit exit close_exit linger exec sigterm sigint thread_exit thread_sigterm; do
+    delay=0 check=
     [ "$how" = linger ] && delay=1
+    [[ "$how" = thread_* ]] && check=prefix
     for mode in plain ferry; do
       scenario=$base.$how.$mode
       port=$((port + 1))
@@ -588,11 +591,14 @@ scenario_exit_flush() {
         cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
       fi
       rm -f "$out/$scenario".*.log
-      "${spre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" server "$ip" $port $how $size \
-        > "$out/$scenario.server.out" 2>&1 &
+      case $how in
+        thread_*) "${spre[@]}" "$build/stream_exit" "$ip" $port ${how#thread_} > "$out/$scenario.server.out" 2>&1 & ;;
+        *) "${spre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" server "$ip" $port $how $size \
+             > "$out/$scenario.server.out" 2>&1 & ;;
+      esac
       local server=$!
       for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
-      timeout 120 "${cpre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" client "$ip" $port $size $delay \
+      timeout 120 "${cpre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" client "$ip" $port $size $delay $check \
         > "$out/$scenario.client.out" 2>&1 || fail "client: $(tail -2 "$out/$scenario.client.out")"
       timeout 60 tail --pid=$server -f /dev/null || { kill $server 2>/dev/null; fail "server did not finish"; }
       wait $server || true  # os._exit(0) or the signal; a hung one failed above
@@ -601,7 +607,7 @@ scenario_exit_flush() {
       if [ $mode = ferry ]; then
         expect client upgraded -eq 1
         expect client bytes_rdma_received -gt $((size / 2))
-        case $how in sig*) ;; *) expect server upgraded -eq 1 ;; esac  # a signal prints no counters
+        case $how in *sig*) ;; *) expect server upgraded -eq 1 ;; esac  # a signal prints no counters
       fi
     done
   done
