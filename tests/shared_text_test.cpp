@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace ferry::shared_text {
 namespace {
@@ -95,30 +96,27 @@ TEST(SharedText, AForkedChildStartsWithTheHotCodeItsParentMapped) {
   EXPECT_LT(child_cold, cold_after / 2) << "parent's other code " << cold_after << " kB";
 }
 
-TEST(SharedText, EachSegmentSharesItsHotPartOnly) {
-  constexpr uintptr_t kPage = 4096;
+// The part of seg that part_of shares, as "start split end" in hex, or "none".
+std::string shared(Segment seg, uintptr_t hot_end, uintptr_t unwind) {
   Part p;
+  if (!part_of(seg, hot_end, unwind, 4096, p)) return "none";
+  char out[64];
+  snprintf(out, sizeof out, "%lx %lx %lx", static_cast<unsigned long>(p.start), static_cast<unsigned long>(p.split),
+           static_cast<unsigned long>(p.end));
+  return out;
+}
+
+TEST(SharedText, EachSegmentSharesItsHotPartOnly) {
   // The text: up to the hot text's end, rounded up.
-  ASSERT_TRUE(part_of(Segment{0xa000, 0x7d000}, 0x164c9, 0x82e14, kPage, p));
-  EXPECT_EQ(p.start, 0xa000u);
-  EXPECT_EQ(p.split, 0x17000u);
-  EXPECT_EQ(p.end, 0x7d000u);
+  EXPECT_EQ(shared(Segment{0xa000, 0x7d000}, 0x164c9, 0x82e14), "a000 17000 7d000");
   // The constants: up to the unwind tables.
-  ASSERT_TRUE(part_of(Segment{0x7d000, 0x9d000}, 0x164c9, 0x82e14, kPage, p));
-  EXPECT_EQ(p.start, 0x7d000u);
-  EXPECT_EQ(p.split, 0x83000u);
-  EXPECT_EQ(p.end, 0x9d000u);
+  EXPECT_EQ(shared(Segment{0x7d000, 0x9d000}, 0x164c9, 0x82e14), "7d000 83000 9d000");
   // Headers and symbol tables: all of it.
-  ASSERT_TRUE(part_of(Segment{0x0, 0xa000}, 0x164c9, 0x82e14, kPage, p));
-  EXPECT_EQ(p.start, 0x0u);
-  EXPECT_EQ(p.split, 0xa000u);
-  EXPECT_EQ(p.end, 0xa000u);
+  EXPECT_EQ(shared(Segment{0x0, 0xa000}, 0x164c9, 0x82e14), "0 a000 a000");
   // Hot text that fills its segment: nothing to split.
-  ASSERT_TRUE(part_of(Segment{0xa000, 0x17000}, 0x16ff0, 0, kPage, p));
-  EXPECT_EQ(p.split, 0x17000u);
-  EXPECT_EQ(p.end, 0x17000u);
+  EXPECT_EQ(shared(Segment{0xa000, 0x17000}, 0x16ff0, 0), "a000 17000 17000");
   // Unwind tables at a segment's very start: no constants before them.
-  EXPECT_FALSE(part_of(Segment{0x7d000, 0x9d000}, 0x164c9, 0x7d000, kPage, p));
+  EXPECT_EQ(shared(Segment{0x7d000, 0x9d000}, 0x164c9, 0x7d000), "none");
 }
 
 }  // namespace
