@@ -20,7 +20,7 @@ bool managed(int sig) {
   return false;
 }
 
-std::atomic<bool> g_armed{false};
+std::atomic<bool> g_armed{false};  // set under g_lock
 // Under g_lock. ours[sig]: ferry's handler is in the kernel, standing in for the
 // program's SIG_DFL, whose flags and mask are in view[sig].
 FERRY_FORK_DATA std::atomic_flag g_lock = ATOMIC_FLAG_INIT;  // a forked child reads it
@@ -74,37 +74,50 @@ void step_aside(int sig) {
   g_ours[sig] = false;
 }
 
+// The signal came while the program's disposition was SIG_DFL: the process dies of
+// it, whatever the program sets meanwhile (without ferry it would be dead already).
 void on_signal(int sig) {
-  const int saved = errno;
   upgrade::flush_at_signal();
-  bool fatal;
   {
     Guard g;
-    // The program may have set a handler meanwhile: then it was not ours any more.
-    fatal = g_ours[sig];
-    step_aside(sig);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    real.sigaction(sig, &dfl, nullptr);
+    g_ours[sig] = false;
   }
-  // Blocked until this handler returns; then the default action ends the process.
-  if (fatal) raise(sig);
-  errno = saved;
+  // Delivered at once, here: the thread's own mask (restored at the handler's return)
+  // may block it, as during sigsuspend or ppoll with a mask that let it through.
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  raise(sig);
 }
 
 }  // namespace
 
 void arm() noexcept {
-  if (g_armed.load(std::memory_order_acquire)) return;
+  if (g_armed.load(std::memory_order_relaxed)) return;
   Guard g;
   if (g_armed.load(std::memory_order_relaxed)) return;
   for (int sig : kManaged) {
     struct sigaction cur {};
     if (real.sigaction(sig, nullptr, &cur) == 0 && is_default(cur)) stand_in(sig, cur);
   }
-  g_armed.store(true, std::memory_order_release);
+  g_armed.store(true, std::memory_order_relaxed);
 }
 
-int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
-  if (!managed(sig) || !g_armed.load(std::memory_order_acquire)) return real.sigaction(sig, act, old);
+int sigaction(int sig, const struct sigaction* act_in, struct sigaction* old) noexcept {
+  if (!managed(sig)) return real.sigaction(sig, act_in, old);
+  // Under the lock even before arm(), which reads and replaces the kernel's disposition.
   Guard g;
+  if (!g_armed.load(std::memory_order_relaxed)) return real.sigaction(sig, act_in, old);
+  struct sigaction copy;
+  const struct sigaction* act = nullptr;
+  if (act_in) {
+    copy = *act_in;  // before *old is written: they may be the same
+    act = &copy;
+  }
   if (!g_ours[sig]) {
     if (!act || !is_default(*act)) return real.sigaction(sig, act, old);
     // SIG_DFL again: ferry's handler stands in once more.
@@ -126,6 +139,10 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
 }
 
 sighandler_t signal(int sig, sighandler_t handler, bool sysv) noexcept {
+  if (handler == SIG_ERR) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
   struct sigaction act {}, old {};
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
@@ -144,7 +161,7 @@ FERRY_FORK_PATH void after_fork_child() noexcept {
 }
 
 void release(int sig) noexcept {
-  if (!managed(sig) || !g_armed.load(std::memory_order_acquire)) return;
+  if (!managed(sig)) return;
   Guard g;
   step_aside(sig);
 }

@@ -9,7 +9,8 @@
 // without a core dump and that programs are stopped with (SIGHUP, SIGINT, SIGTERM,
 // SIGALRM, SIGUSR1, SIGUSR2): it waits for the poller to put what is queued into the
 // peer's ring (upgrade::flush_at_signal, at most 10 s without progress), restores the
-// default and raises the signal again, so the process dies of it as it would have.
+// default and raises the signal again, unblocked, so the process dies of it as it
+// would have (whatever the program set meanwhile: without ferry it would be dead).
 //
 // The program sees none of it: sigaction, signal, bsd_signal and sysv_signal report and
 // set the disposition the program chose (SIG_DFL while ferry's handler stands in for

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,12 @@ TEST(Signals, TheProgramSeesItsOwnDispositions) {
     release(SIGALRM);
     CHILD_EXPECT(kernel_has(SIGALRM) == SIG_DFL, 24);
     CHILD_EXPECT(program_sees(SIGALRM) == SIG_DFL, 25);
+    // The new action read before the old one is written, where both are one struct.
+    struct sigaction both {};
+    both.sa_handler = program_handler;
+    CHILD_EXPECT(signals::sigaction(SIGUSR2, &both, &both) == 0, 28);
+    CHILD_EXPECT(both.sa_handler == SIG_DFL && kernel_has(SIGUSR2) == program_handler, 29);
+    CHILD_EXPECT(signals::signal(SIGUSR2, SIG_ERR, false) == SIG_ERR && errno == EINVAL, 30);
     // Signals ferry never takes, and bad numbers, are libc's.
     CHILD_EXPECT(signals::sigaction(0, nullptr, &old) == -1 && errno == EINVAL, 26);
     CHILD_EXPECT(signals::signal(SIGKILL, program_handler, false) == SIG_ERR, 27);
@@ -109,6 +116,20 @@ TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
     signals::signal(SIGTERM, program_handler, false);
     signals::signal(SIGTERM, SIG_DFL, false);
     kill(getpid(), SIGTERM);
+    _exit(99);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  // Delivered inside sigsuspend, whose mask let it through while the thread's own
+  // blocks it: still the end of the process, not a signal left pending.
+  status = in_child([] {
+    arm();
+    sigset_t term, none;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigemptyset(&none);
+    pthread_sigmask(SIG_BLOCK, &term, nullptr);
+    kill(getpid(), SIGTERM);
+    sigsuspend(&none);
     _exit(99);
   });
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
