@@ -68,12 +68,11 @@ bool prepare() noexcept {
   for (int i = 0; i < o.n; ++i) {
     Part part;
     if (!part_of(o.ro[i], hot_end, o.unwind, page, part)) continue;
-    // Split first: the private page then belongs to the hot part's mapping alone.
+    // Split first: the private page then belongs to the hot part's mapping alone. A
+    // kernel without huge pages refuses the flag: the whole mapping is shared then.
     if (part.split < part.end &&
-        madvise(reinterpret_cast<void*>(part.split), part.end - part.split, MADV_NOHUGEPAGE) != 0) {
+        madvise(reinterpret_cast<void*>(part.split), part.end - part.split, MADV_NOHUGEPAGE) != 0)
       all = false;
-      continue;
-    }
     unsigned char b;
     if (!mem.read(part.start, &b, 1) || !mem.write(part.start, &b, 1)) all = false;
   }

@@ -18,8 +18,9 @@
 // marking them MADV_NOHUGEPAGE (which changes nothing else for mappings this small: no
 // huge page fits them), and stay uncopied.
 //
-// Where the kernel refuses the write (one that forbids forced writes to /proc/PID/mem)
-// or the split, nothing changes but the faults.
+// Where the kernel refuses the write (one that forbids forced writes to /proc/PID/mem),
+// nothing changes but the faults; where it refuses the split (no transparent huge
+// pages), the whole mapping is shared.
 #pragma once
 
 #include <cstdint>
