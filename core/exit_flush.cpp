@@ -43,7 +43,13 @@ Unflushed unflushed_st(uint64_t epoch) {
       if (down::backlog_waits(link)) ++u.links;
       continue;
     }
-    std::lock_guard<Lock> lock(link.channel->mu());
+    // A channel whose lock a program thread holds (the one a signal interrupted, say)
+    // is looked at next time; the others are not held up meanwhile.
+    std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      ++u.links;
+      continue;
+    }
     Channel& ch = *link.channel;
     ch.progress_st();
     // A peer that disconnected reads nothing more (as retire_st).
@@ -51,23 +57,35 @@ Unflushed unflushed_st(uint64_t epoch) {
     if (c.flush_epoch != epoch) {
       c.flush_epoch = epoch;
       c.flush_bytes = ch.payload_written_st() + ch.unsent_st();
-      c.flush_posted = 0;
+      c.flush_written = false;
     }
     const uint64_t written = ch.payload_written_st();
-    if (written >= c.flush_bytes && c.flush_posted == 0) c.flush_posted = ch.posted_st();
-    if (c.flush_posted != 0 && ch.completed_st() >= c.flush_posted) continue;
-    // The last writes may wait for no completion (one in kSignalEvery asks for one).
-    if (ch.unsignaled_st() && (ch.drained_st() || c.flush_posted != 0)) ch.flush_st();
+    if (!c.flush_written && written >= c.flush_bytes) {
+      c.flush_written = true;
+      c.flush_posted = ch.posted_st();
+    }
+    if (c.flush_written && ch.completed_st() >= c.flush_posted) continue;
+    // The last writes may wait for no completion (one in kSignalEvery asks for one);
+    // never with the send queue full, where flush_st would wait for room.
+    if (ch.unsignaled_st() && (ch.drained_st() || c.flush_written) &&
+        ch.sq_outstanding_st() < Channel::kSendDepth)
+      ch.flush_st();
+    // What is left counts only toward the marks, so that it only goes down: requests
+    // other threads post meanwhile are not progress.
     ++u.links;
-    u.bytes += written < c.flush_bytes ? c.flush_bytes - written : 0;
-    u.writes += c.flush_posted != 0 ? c.flush_posted - ch.completed_st() : static_cast<uint64_t>(ch.sq_outstanding_st());
+    if (!c.flush_written)
+      u.bytes += c.flush_bytes - written;
+    else
+      u.writes += c.flush_posted - ch.completed_st();
   }
   return u;
 }
 
+constexpr size_t kNoAnswer = SIZE_MAX;
+
 // The poller's latest answer to flush_links, published for a thread that may be in a
 // signal handler: plain atomics, no allocation, no lock.
-std::atomic<int> g_asking{0};  // threads waiting in flush_links
+FERRY_FORK_DATA std::atomic<int> g_asking{0};  // threads waiting in flush_links
 std::atomic<uint64_t> g_epoch{0};  // raised by each: the marks are taken again
 std::atomic<uint64_t> g_answers{0};
 std::atomic<size_t> g_links{0};
@@ -101,7 +119,7 @@ Unflushed flush_links() {
 
 Unflushed wait_for_poller() {
   constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000;
-  Unflushed last{SIZE_MAX, 0, 0};
+  Unflushed last{SIZE_MAX, 0, 0};  // no answer yet
   uint64_t progress = now_ms();
   // The first answer may come from a look that began before this thread asked (for
   // another thread that asks too); the second began after.
@@ -110,7 +128,7 @@ Unflushed wait_for_poller() {
     const uint64_t answers = g_answers.load(std::memory_order_acquire);
     const uint64_t asked = now_ms();
     while (g_answers.load(std::memory_order_acquire) - answers < rounds) {
-      if (now_ms() - asked >= kAnswerMs) return last;
+      if (now_ms() - asked >= kAnswerMs) return Unflushed{kNoAnswer, last.bytes, last.writes};
       poller::nudge();
       sleep_ms();
     }
@@ -139,6 +157,10 @@ FERRY_FORK_PATH void flush_at_exit() noexcept {
   if (Link::alive() == 0 || !can_flush()) return;  // only the first test on the fork path
   const Unflushed left = flush_links();
   if (left.links == 0) return;
+  if (left.links == kNoAnswer) {
+    FERRY_LOG(warn, "upgrade", "exiting without an answer from the poller: what was queued may be lost");
+    return;
+  }
   FERRY_LOG(warn, "upgrade",
             "exiting with %zu connection(s) whose peer took no more for 10 s: %llu queued bytes and %llu writes lost",
             left.links, static_cast<unsigned long long>(left.bytes), static_cast<unsigned long long>(left.writes));
@@ -148,8 +170,13 @@ void flush_at_signal() noexcept {
   if (can_flush()) flush_links();
 }
 
+FERRY_FORK_PATH void flush_after_fork_child() noexcept {
+  // A thread of the parent was waiting: it is not in the child.
+  if (g_asking.load(std::memory_order_relaxed) != 0) g_asking.store(0, std::memory_order_relaxed);
+}
+
 void answer_flush_st() {
-  if (g_asking.load(std::memory_order_relaxed) == 0) return;
+  if (g_asking.load() == 0) return;
   const Unflushed u = unflushed_st(g_epoch.load());
   g_links.store(u.links, std::memory_order_relaxed);
   g_bytes.store(u.bytes, std::memory_order_relaxed);

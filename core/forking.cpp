@@ -106,6 +106,7 @@ FERRY_FORK_PATH void child() {
   poller::after_fork_child();
   rdma::after_fork_child();
   upgrade::after_fork_child();
+  upgrade::flush_after_fork_child();
   handoff::after_fork_child();  // after the links it inherited are marked orphaned
   runtime::after_fork_child();
   signals::after_fork_child();

@@ -43,6 +43,8 @@ FERRY_FORK_PATH void flush_at_exit() noexcept;
 // The same, async-signal-safe, without the warning: for a signal that is about to end
 // the process (core/signals.h).
 void flush_at_signal() noexcept;
+// In a forked child: no thread of its waits in either.
+FERRY_FORK_PATH void flush_after_fork_child() noexcept;
 // The connection leaves this program's hands (core/handoff.h): if its upgrade never
 // began (no data call yet), it stays on TCP for good. True then.
 bool forgo(Socket& s) noexcept;
