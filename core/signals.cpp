@@ -77,14 +77,16 @@ void step_aside(int sig) {
 // The signal came while the program's disposition was SIG_DFL: the process dies of
 // it, whatever the program sets meanwhile (without ferry it would be dead already).
 void on_signal(int sig) {
+  const int saved = errno;
   upgrade::flush_at_signal();
-  {
-    Guard g;
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    real.sigaction(sig, &dfl, nullptr);
-    g_ours[sig] = false;
+  // The table's lock is kept to the end: no thread sets SIG_IGN or a handler between
+  // SIG_DFL and the raise. Every signal is blocked in this handler already.
+  while (g_lock.test_and_set(std::memory_order_acquire)) {
   }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  real.sigaction(sig, &dfl, nullptr);
+  g_ours[sig] = false;
   // Delivered at once, here: the thread's own mask (restored at the handler's return)
   // may block it, as during sigsuspend or ppoll with a mask that let it through.
   sigset_t only;
@@ -92,6 +94,8 @@ void on_signal(int sig) {
   sigaddset(&only, sig);
   pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
   raise(sig);
+  g_lock.clear(std::memory_order_release);  // not reached: the default action ends the process
+  errno = saved;
 }
 
 }  // namespace
