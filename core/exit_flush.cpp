@@ -25,7 +25,7 @@ struct Unflushed {
   size_t links = 0;
   uint64_t bytes = 0;
   uint64_t writes = 0;
-  bool operator==(const Unflushed& o) const { return links == o.links && bytes == o.bytes && writes == o.writes; }
+  size_t held = 0;  // of the links: whose channel's lock a program thread held at the look
 };
 
 // A connection is flushed once what the program had sent when the flush began is in
@@ -48,6 +48,8 @@ Unflushed unflushed_st(uint64_t epoch) {
     std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
     if (!lock.owns_lock()) {
       ++u.links;
+      ++u.held;
+      if (c.flush_epoch == epoch) u.bytes += c.flush_left;  // as of its last look
       continue;
     }
     Channel& ch = *link.channel;
@@ -73,10 +75,8 @@ Unflushed unflushed_st(uint64_t epoch) {
     // What is left counts only toward the marks, so that it only goes down: requests
     // other threads post meanwhile are not progress.
     ++u.links;
-    if (!c.flush_written)
-      u.bytes += c.flush_bytes - written;
-    else
-      u.writes += c.flush_posted - ch.completed_st();
+    c.flush_left = c.flush_written ? c.flush_posted - ch.completed_st() : c.flush_bytes - written;
+    (c.flush_written ? u.writes : u.bytes) += c.flush_left;
   }
   return u;
 }
@@ -91,6 +91,7 @@ std::atomic<uint64_t> g_answers{0};
 std::atomic<size_t> g_links{0};
 std::atomic<uint64_t> g_bytes{0};
 std::atomic<uint64_t> g_writes{0};
+std::atomic<size_t> g_held{0};
 
 uint64_t now_ms() {
   timespec t;
@@ -103,10 +104,12 @@ void sleep_ms() {
   nanosleep(&ms, nullptr);
 }
 
-// Waits until the poller has drained every connection, one of them made no progress
-// for 10 s, or the poller gave no answer for 1 s (a poller that waits for a lock the
-// interrupted thread holds). Async-signal-safe: the poller drains (it keeps the
-// completion queues armed); this thread asks and reads the answers. What is left.
+// Waits until the poller has drained every connection, 10 s passed without progress
+// (fewer connections or less left than ever before in this wait), the poller gave no
+// answer for 1 s, or for 1 s only connections whose lock a program thread holds were
+// left (the thread a signal interrupted holds it for good). Async-signal-safe: the
+// poller drains (it keeps the completion queues armed); this thread asks and reads the
+// answers. What is left.
 Unflushed wait_for_poller();
 
 Unflushed flush_links() {
@@ -119,8 +122,10 @@ Unflushed flush_links() {
 
 Unflushed wait_for_poller() {
   constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000;
-  Unflushed last{SIZE_MAX, 0, 0};  // no answer yet
-  uint64_t progress = now_ms();
+  Unflushed last{SIZE_MAX, 0, 0, 0};  // no answer yet
+  size_t fewest = SIZE_MAX;
+  uint64_t least = UINT64_MAX;
+  uint64_t progress = now_ms(), unheld = progress;
   // The first answer may come from a look that began before this thread asked (for
   // another thread that asks too); the second began after.
   uint64_t rounds = 2;
@@ -128,21 +133,21 @@ Unflushed wait_for_poller() {
     const uint64_t answers = g_answers.load(std::memory_order_acquire);
     const uint64_t asked = now_ms();
     while (g_answers.load(std::memory_order_acquire) - answers < rounds) {
-      if (now_ms() - asked >= kAnswerMs) return Unflushed{kNoAnswer, last.bytes, last.writes};
+      if (now_ms() - asked >= kAnswerMs) return Unflushed{kNoAnswer, last.bytes, last.writes, 0};
       poller::nudge();
       sleep_ms();
     }
     rounds = 1;
-    Unflushed u{g_links.load(std::memory_order_relaxed), g_bytes.load(std::memory_order_relaxed),
-                g_writes.load(std::memory_order_relaxed)};
+    const Unflushed u{g_links.load(std::memory_order_relaxed), g_bytes.load(std::memory_order_relaxed),
+                      g_writes.load(std::memory_order_relaxed), g_held.load(std::memory_order_relaxed)};
     if (u.links == 0) return u;
+    last = u;
     const uint64_t now = now_ms();
-    if (!(u == last)) {
-      last = u;
-      progress = now;
-    } else if (now - progress >= kPatienceMs) {
-      return u;
-    }
+    if (u.links < fewest || u.bytes + u.writes < least) progress = now;
+    fewest = u.links < fewest ? u.links : fewest;
+    least = u.bytes + u.writes < least ? u.bytes + u.writes : least;
+    if (u.held < u.links) unheld = now;
+    if (now - progress >= kPatienceMs || now - unheld >= kAnswerMs) return u;
     sleep_ms();
   }
 }
@@ -162,7 +167,8 @@ FERRY_FORK_PATH void flush_at_exit() noexcept {
     return;
   }
   FERRY_LOG(warn, "upgrade",
-            "exiting with %zu connection(s) whose peer took no more for 10 s: %llu queued bytes and %llu writes lost",
+            "exiting with %zu connection(s) not flushed (no progress for 10 s, or held by a thread): "
+            "%llu queued bytes and %llu writes lost",
             left.links, static_cast<unsigned long long>(left.bytes), static_cast<unsigned long long>(left.writes));
 }
 
@@ -181,6 +187,7 @@ void answer_flush_st() {
   g_links.store(u.links, std::memory_order_relaxed);
   g_bytes.store(u.bytes, std::memory_order_relaxed);
   g_writes.store(u.writes, std::memory_order_relaxed);
+  g_held.store(u.held, std::memory_order_relaxed);
   g_answers.fetch_add(1, std::memory_order_release);
 }
 

@@ -70,6 +70,7 @@ struct Conn : Endpoint, poller::Watcher {
   // bytes the program had handed over, and the requests posted once they were written.
   uint64_t flush_epoch = 0, flush_bytes = 0, flush_posted = 0;
   bool flush_written = false;  // flush_bytes are written; flush_posted is their mark
+  uint64_t flush_left = 0;     // bytes to write, then requests to complete, at the last look
 
   // TCP data or a hangup on the connection.
   void on_event_st(uint32_t) override;
