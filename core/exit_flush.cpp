@@ -8,6 +8,7 @@
 #include "core/link.h"
 #include "core/log.h"
 #include "core/poller.h"
+#include "core/wait.h"
 
 #include <time.h>
 
@@ -93,11 +94,7 @@ std::atomic<uint64_t> g_bytes{0};
 std::atomic<uint64_t> g_writes{0};
 std::atomic<size_t> g_held{0};
 
-uint64_t now_ms() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1000000;
-}
+uint64_t now_ms() { return static_cast<uint64_t>(now_us()) / 1000; }  // clock_gettime: signal-safe
 
 void sleep_ms() {
   const timespec ms{0, 1000000};
@@ -152,14 +149,14 @@ Unflushed wait_for_poller() {
   }
 }
 
-// Never starts a poller.
-bool can_flush() { return Link::alive() > 0 && poller::running() && !poller::on_poller_thread(); }
+// With links of its own, and a poller to drain them (never starts one).
+bool can_flush() { return poller::running() && !poller::on_poller_thread(); }
 
 }  // namespace
 
 // On the fork path: every exiting child of a forking server comes here.
 FERRY_FORK_PATH void flush_at_exit() noexcept {
-  if (Link::alive() == 0 || !can_flush()) return;  // only the first test on the fork path
+  if (Link::alive() == 0 || !can_flush()) return;  // only the first test is on the fork path
   const Unflushed left = flush_links();
   if (left.links == 0) return;
   if (left.links == kNoAnswer) {
@@ -173,7 +170,7 @@ FERRY_FORK_PATH void flush_at_exit() noexcept {
 }
 
 void flush_at_signal() noexcept {
-  if (can_flush()) flush_links();
+  if (Link::alive() > 0 && can_flush()) flush_links();
 }
 
 FERRY_FORK_PATH void flush_after_fork_child() noexcept {
