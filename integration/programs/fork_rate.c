@@ -1,8 +1,12 @@
-// fork_rate [SECONDS [ADDRESS]]: what a forking server's parent and child pay per
+// fork_rate [SECONDS [ADDRESS [PORT]]]: what a forking server's parent and child pay per
 // connection, the way a PostgreSQL postmaster and backend do: a listener on ADDRESS
-// (IPv4, default 127.0.0.1) and one accepted connection open, then fork; the child closes the listener and exits with exit() (destructors
-// and atexit handlers run); the parent waits for it. Prints "forks/s: N". Plain C,
-// so it runs unchanged with and without ferry.
+// (IPv4, default 127.0.0.1) and one accepted connection open, then fork; the child
+// closes the listener and exits with exit() (destructors and atexit handlers run); the
+// parent waits for it. Without PORT the connection is its own (it connects to its
+// listener); with PORT it listens there, prints "listening" and waits for one
+// connection from another program, as a server's clients are (a process under ferry
+// connected to itself is both ends under ferry). Prints "forks/s: N". Plain C, so it
+// runs unchanged with and without ferry.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -27,14 +31,23 @@ int main(int argc, char** argv) {
     fprintf(stderr, "fork_rate: not an IPv4 address: %s\n", argv[2]);
     return 2;
   }
-  if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) || listen(l, 16) || getsockname(l, (struct sockaddr*)&a, &al)) {
+  const int outside = argc > 3;
+  if (outside) a.sin_port = htons((unsigned short)atoi(argv[3]));
+  const int one = 1;
+  if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(l, (struct sockaddr*)&a, sizeof a) ||
+      listen(l, 16) || getsockname(l, (struct sockaddr*)&a, &al)) {
     perror("fork_rate: listener");
     return 1;
   }
-  int c = socket(AF_INET, SOCK_STREAM, 0);
-  if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a)) {
-    perror("fork_rate: connect");
-    return 1;
+  if (outside) {
+    printf("listening\n");
+    fflush(stdout);
+  } else {
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a)) {
+      perror("fork_rate: connect");
+      return 1;
+    }
   }
   int s = accept(l, NULL, NULL);
   if (s < 0) {

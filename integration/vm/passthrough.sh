@@ -15,7 +15,8 @@
 # client (no request comes: the server gives up waiting once the client sent);
 # nodev = both under ferry with FERRY_DEVICES naming no device. (Both ends under ferry
 # with a device is no passthrough: PostgreSQL's backends upgrade their connections.)
-# fork_rate is a server: it runs as each setup's server end, so client's is plain's.
+# fork_rate is a server: it runs as each setup's server end, with a client from the
+# setup's client end (so client's is plain's).
 set -uo pipefail
 as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -156,28 +157,42 @@ connects() {
 }
 
 # What a forking server pays per connection in its parent and child (fork_rate: a
-# listener on $ip and a connection open, fork, the child closes the listener and
-# exit()s). No
-# counters: a file of them per child would be the cost measured.
+# listener on $ip and a connection from a client of the setup's client end open, fork,
+# the child closes the listener and exit()s). The client is another program (bash,
+# holding the connection), as a server's clients are: a process under ferry connected
+# to itself would be both ends under ferry, and upgrade in the test bed. No counters
+# at the server: a file of them per child would be the cost measured.
 forks() {
   local setup=$1
   [ "$setup" = client ] && return  # its server end is plain
   tag=fork.$setup.$r
   side "$setup" server
   pre=("${pre[@]/#FERRY_STATS=1/FERRY_STATS=0}")
-  timeout -k 5 $limit "${pre[@]}" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
+  fork_run "${pre[@]}"
   note fork_rate "$setup" "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
   if [ "$setup" = plain ]; then  # the floors, beside plain: a preloaded library that does nothing,
     tag=fork.empty.$r
-    timeout -k 5 $limit env LD_PRELOAD="$build/libempty_preload.so" "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
+    fork_run env LD_PRELOAD="$build/libempty_preload.so"
     note fork_rate_floor empty "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
     [ "$where" = vm ] || return 0
     # and, in the test bed, one that only listens on rdma_cm (what any RDMA server holds)
     tag=fork.rdma_cm.$r
-    timeout -k 5 $limit env LD_PRELOAD="$build/librdma_cm_preload.so" RDMA_CM_PRELOAD_IP="$ip" \
-      "$build/fork_rate" "$secs" "$ip" > "$logs/$tag.out" 2>&1
+    fork_run env LD_PRELOAD="$build/librdma_cm_preload.so" RDMA_CM_PRELOAD_IP="$ip"
     note fork_rate_floor rdma_cm "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
   fi
+}
+fork_run() {  # fork_run WORDS...: fork_rate under WORDS, its client from $setup's client end
+  local server client
+  port=$((port + 1))
+  timeout -k 5 $limit "$@" "$build/fork_rate" "$secs" "$ip" $port > "$logs/$tag.out" 2>&1 &
+  server=$!
+  wait_listen $port
+  side "$setup" client
+  "${pre[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1" && exec sleep "$2"' "$ip" $port $((limit + 5)) \
+    > "$logs/$tag.client.out" 2>&1 &
+  client=$!
+  wait $server || true
+  stop $client
 }
 
 # Throwaway copies of the template cluster, one per setup, owned by nobody (PostgreSQL
