@@ -55,7 +55,8 @@ void prepare() {
   upgrade::before_fork();
   own::prepare_fork();
   Held& h = *g_held;
-  h.poller = poller::hold_for_fork();
+  const bool poller = poller::hold_for_fork();
+  if (h.poller != poller) h.poller = poller;  // the fork page: written only on change
   const bool links = Link::alive() > 0;
   epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
     if (std::find(h.sets.begin(), h.sets.end(), set) == h.sets.end()) h.sets.push_back(set);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include <climits>
@@ -126,9 +127,21 @@ void around(unsigned first, unsigned last, const std::function<void(unsigned, un
   if (lo <= last) f(lo, last);
 }
 
-void prepare_fork() noexcept { g_move_mu.lock(); }
+// Whether prepare_fork took g_move_mu. Written only when it changes: a forking server's
+// parent otherwise writes the fork page after every fork, one copy-on-write fault.
+FERRY_FORK_DATA bool g_move_held = false;
 
-void parent_after_fork() noexcept { g_move_mu.unlock(); }
+void prepare_fork() noexcept {
+  // A single-threaded process has no other thread to move a descriptor during its
+  // fork (glibc never sets the flag back once a thread was made).
+  const bool lock = !__libc_single_threaded;
+  if (lock) g_move_mu.lock();
+  if (g_move_held != lock) g_move_held = lock;
+}
+
+void parent_after_fork() noexcept {
+  if (g_move_held) g_move_mu.unlock();
+}
 
 void child_after_fork() noexcept {
   // The table's lock guards only whole operations on a lock-free map: fresh, whatever

@@ -156,6 +156,15 @@ TEST(PreloadRuntime, DaemonChildIsSetUpLikeAForkedOne) {
   EXPECT_EQ(counter(log, "connections_passive"), 1) << log;
 }
 
+// A single-threaded process that forks (a forking server, a shell-out) writes no page
+// of ferry's data in its own fork handlers: each such page is a copy-on-write fault
+// after every fork. The child writes the fork page; the parent must not.
+TEST(PreloadRuntime, ASingleThreadedParentWritesNoDataOfOursAtFork) {
+  Result r = run("", "forkwrites .", FERRY_PROCESS_HELPER);
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
+  EXPECT_NE(r.output.find("0 page(s) written"), std::string::npos) << r.output;
+}
+
 TEST(PreloadRuntime, OwnDescriptorsSurviveClosingAndDup2OverEverything) {
   TempDir dir;
   Result r = run("FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE=" + dir.path + "/ferry.log", "fdchaos " + dir.path,
