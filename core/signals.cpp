@@ -12,7 +12,7 @@ namespace ferry::signals {
 
 namespace {
 
-constexpr int kManaged[] = {SIGHUP, SIGINT, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2};
+constexpr int kManaged[] = {SIGHUP, SIGINT, SIGPIPE, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2};
 
 bool managed(int sig) {
   for (int m : kManaged)

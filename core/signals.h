@@ -6,11 +6,12 @@
 // SIGINT would take it along, and its peer would read a stream cut short and an
 // orderly end. Once a connection of the process is on RDMA (arm()), ferry puts a
 // handler of its own in place of the default action of the signals that end a process
-// without a core dump and that programs are stopped with (SIGHUP, SIGINT, SIGTERM,
-// SIGALRM, SIGUSR1, SIGUSR2): it waits for the poller to put what is queued into the
-// peer's ring (upgrade::flush_at_signal, at most 10 s without progress), restores the
-// default and raises the signal again, unblocked, so the process dies of it as it
-// would have (whatever the program set meanwhile: without ferry it would be dead).
+// without a core dump and that programs are stopped with or die of (SIGHUP, SIGINT,
+// SIGPIPE, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2): it waits for the poller to put what is
+// queued into the peer's ring (upgrade::flush_at_signal, at most 10 s without
+// progress), restores the default and raises the signal again, unblocked, so the
+// process dies of it as it would have (whatever the program set meanwhile: without
+// ferry it would be dead).
 //
 // The program sees none of it: sigaction, signal, bsd_signal and sysv_signal report and
 // set the disposition the program chose (SIG_DFL while ferry's handler stands in for
@@ -18,8 +19,13 @@
 // again brings it back. sigset, sigignore and siginterrupt, which libc carries out
 // without sigaction, first hand the signal back to the kernel as the program left it.
 //
-// Not covered: SIGKILL (no code runs), signals that dump core (the process is
-// crashing), and SIGPIPE (ferry's own sends raise it, inside its locks).
+// A program that writes to a connection or pipe its peer left dies of SIGPIPE; what it
+// sent on its other connections still arrives, as with kernel TCP. ferry's own sends
+// raise SIGPIPE (core/stream.cpp) with none of the socket's locks held, so the flush
+// can take every channel.
+//
+// Not covered: SIGKILL (no code runs), and signals that dump core (the process is
+// crashing).
 #pragma once
 
 #include "core/fork_path.h"

@@ -571,7 +571,10 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         return static_cast<long>(sent);
       }
       if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed
-      if (link.orphaned || link.fin_sent) return epipe(sent, flags);
+      if (link.orphaned || link.fin_sent) {
+        tx.unlock();  // SIGPIPE's handler flushes every connection (core/signals.h)
+        return epipe(sent, flags);
+      }
       if (link.tx_left.load()) continue;  // going back to TCP
       if (!cut_over(s, link)) {
         down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
@@ -745,7 +748,10 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         tx.unlock();
         return tcp_send_done(s, link, api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags)));
       }
-      if (link.orphaned || link.fin_sent) return epipe(0, 0);
+      if (link.orphaned || link.fin_sent) {
+        tx.unlock();
+        return epipe(0, 0);
+      }
       if (!cut_over(s, link)) {
         down::want(link, down::Why::failed);
         continue;

@@ -100,6 +100,25 @@ TEST(Signals, TheProgramSeesItsOwnDispositions) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
 }
 
+// SIGPIPE too: once armed, ferry's handler stands in for its default, and a write to a
+// pipe nobody reads still ends the process of SIGPIPE.
+TEST(Signals, ABrokenPipeStillEndsTheProcessOfSIGPIPE) {
+  int status = in_child([] {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    real.sigaction(SIGPIPE, &dfl, nullptr);
+    arm();
+    CHILD_EXPECT(kernel_has(SIGPIPE) != SIG_DFL, 10);
+    CHILD_EXPECT(program_sees(SIGPIPE) == SIG_DFL, 11);
+    int p[2];
+    CHILD_EXPECT(pipe(p) == 0, 12);
+    close(p[0]);
+    (void)!write(p[1], "x", 1);
+    _exit(99);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) << status;
+}
+
 // A signal whose default ends the process still ends it, of that signal.
 TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {

@@ -5,7 +5,8 @@ The server accepts one connection, reads one byte, sends SIZE bytes (a seeded st
 and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "exit"
 (sys.exit), "close_exit" (close, then os._exit), "linger" (SO_LINGER {1, 5}, close,
 os._exit), "exec" (os.execv of /bin/true: the socket is close-on-exec, as Python's
-are), "sigterm" or "sigint" (the signal's default action, which ends the process).
+are), "sigterm" or "sigint" (the signal's default action, which ends the process),
+"sigpipe" (SIGPIPE's default put back, then a write to a pipe nobody reads).
 Kernel TCP delivers every byte after the process is gone. The client
 sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
 count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
@@ -47,6 +48,12 @@ def server(ip, port, how, size):
         sig = signal.SIGTERM if how == "sigterm" else signal.SIGINT
         signal.signal(sig, signal.SIG_DFL)  # python's own SIGINT handler would exit()
         os.kill(os.getpid(), sig)
+        time.sleep(60)
+    if how == "sigpipe":
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # python starts with it ignored
+        r, w = os.pipe()
+        os.close(r)
+        os.write(w, b"x")
         time.sleep(60)
     if how == "exec":
         os.execv("/bin/true", ["true"])

@@ -578,7 +578,7 @@ scenario_listen_then_connect() {
 # verdicts must be the same, the counters must show the bytes went over RDMA.
 scenario_exit_flush() {
   local how delay check size=$((8 << 20)) mode line base=$scenario
-  for how in _exit exit close_exit linger exec sigterm sigint thread_exit thread_sigterm; do
+  for how in _exit exit close_exit linger exec sigterm sigint sigpipe thread_exit thread_sigterm; do
     delay=0 check=
     [ "$how" = linger ] && delay=1
     [[ "$how" = thread_* ]] && check=prefix
