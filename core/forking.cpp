@@ -16,6 +16,7 @@
 #include "core/upgrade.h"
 
 #include <pthread.h>
+#include <sys/single_threaded.h>
 
 #include <algorithm>
 #include <memory>
@@ -58,9 +59,14 @@ void prepare() {
   const bool poller = poller::hold_for_fork();
   if (h.poller != poller) h.poller = poller;  // the fork page: written only on change
   const bool links = Link::alive() > 0;
-  epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
-    if (std::find(h.sets.begin(), h.sets.end(), set) == h.sets.end()) h.sets.push_back(set);
-  });
+  // A single-threaded process with no link has no other thread inside an epoll set
+  // and no link registered in one: its sets are the child's as they are, and neither
+  // the parent nor the child writes them (or this page) for the fork.
+  if (links || !__libc_single_threaded) {
+    epoll_sets().for_each([&](int, const std::shared_ptr<EpollSet>& set) {
+      if (std::find(h.sets.begin(), h.sets.end(), set) == h.sets.end()) h.sets.push_back(set);
+    });
+  }
   std::sort(h.sets.begin(), h.sets.end());
   for (auto& set : h.sets) {
     set->lock_for_fork();

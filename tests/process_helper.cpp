@@ -6,11 +6,11 @@
 //                               over ferry's numbers, then does TCP work with epoll and
 //                               poll next to files of its own, and checks that every file
 //                               holds exactly what the program wrote
-//   process_helper forkwrites DIR  holds a listener and a connection, forks (the child
-//                               closes the listener and exits), and prints each page of
-//                               libferry's data and bss the parent wrote in the fork
-//                               (write-protected, each first write recorded); exits 0
-//                               when none
+//   process_helper forkwrites DIR  holds a listener, a connection and an epoll set,
+//                               forks (the child closes the listener and exits), and
+//                               prints each page of libferry's data and bss the parent
+//                               wrote in the fork (write-protected, each first write
+//                               recorded); exits 0 when none
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -250,9 +250,10 @@ std::vector<std::pair<uintptr_t, uintptr_t>> g_ranges;
 uintptr_t g_written[64];
 volatile sig_atomic_t g_nwritten = 0;
 pid_t g_parent = 0;
+uintptr_t g_page = 4096;
 
 void on_write(int, siginfo_t* si, void*) {
-  const uintptr_t page = reinterpret_cast<uintptr_t>(si->si_addr) & ~uintptr_t{4095};
+  const uintptr_t page = reinterpret_cast<uintptr_t>(si->si_addr) & ~(g_page - 1);
   bool probed = false;
   for (const auto& r : g_ranges) probed = probed || (page >= r.first && page < r.second);
   if (!probed) {  // a real fault: let it kill
@@ -263,16 +264,23 @@ void on_write(int, siginfo_t* si, void*) {
     g_written[g_nwritten] = page;
     g_nwritten = g_nwritten + 1;
   }
-  mprotect(reinterpret_cast<void*>(page), 4096, PROT_READ | PROT_WRITE);
+  if (mprotect(reinterpret_cast<void*>(page), g_page, PROT_READ | PROT_WRITE) != 0) _exit(3);
 }
 
 int run_forkwrites() {
   sockaddr_in a;
   int l = listener(a), c, s;
   if (l < 0 || !exchange(l, a, c, s)) return fail("pair");
+  // An epoll set too, watching the listener, as an event-loop server's parent has.
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = l;
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev)) return fail("epoll");
   g_ranges = ferry_data();
   if (g_ranges.empty()) return fail("no data of libferry's mapped");
   g_parent = getpid();
+  g_page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   struct sigaction sa = {};
   sa.sa_sigaction = on_write;
   sa.sa_flags = SA_SIGINFO;
