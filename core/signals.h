@@ -21,8 +21,8 @@
 //
 // A program that writes to a connection or pipe its peer left dies of SIGPIPE; what it
 // sent on its other connections still arrives, as with kernel TCP. ferry's own sends
-// raise SIGPIPE (core/stream.cpp) with none of the socket's locks held, so the flush
-// can take every channel.
+// raise SIGPIPE (core/stream.cpp) with the socket's send lock let go, and the flush
+// only tries the channels' locks.
 //
 // Not covered: SIGKILL (no code runs), and signals that dump core (the process is
 // crashing).

@@ -572,7 +572,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       }
       if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed
       if (link.orphaned || link.fin_sent) {
-        tx.unlock();  // SIGPIPE's handler flushes every connection (core/signals.h)
+        tx.unlock();  // a SIGPIPE handler (the program's own) may send on it or close it
         return epipe(sent, flags);
       }
       if (link.tx_left.load()) continue;  // going back to TCP
