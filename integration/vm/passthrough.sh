@@ -134,7 +134,7 @@ iperf() {
   side "$setup" server
   "${pre[@]}" iperf3 -s -1 -B "$ip" -p $port > "$logs/$tag.server.out" 2>&1 &
   server=$!
-  wait_listen $port
+  wait_listen $port || { stop $server; return; }
   side "$setup" client
   timeout -k 5 $limit "${pre[@]}" iperf3 -c "$ip" -p $port -t "$secs" -f g > "$logs/$tag.out" 2>&1
   stop $server
@@ -149,7 +149,7 @@ connects() {
   side "$setup" server
   "${pre[@]}" "$build/connect_rate" server "$ip" $port > "$logs/$tag.server.out" 2>&1 &
   server=$!
-  wait_listen $port
+  wait_listen $port || { stop $server; return; }
   side "$setup" client
   timeout -k 5 $limit "${pre[@]}" "$build/connect_rate" client "$ip" $port "$secs" > "$logs/$tag.out" 2>&1
   stop $server
@@ -186,7 +186,7 @@ fork_run() {  # fork_run WORDS...: fork_rate under WORDS, its client from $setup
   port=$((port + 1))
   timeout -k 5 $limit "$@" "$build/fork_rate" "$secs" "$ip" $port > "$logs/$tag.out" 2>&1 &
   server=$!
-  wait_listen $port
+  wait_listen $port || { stop $server; return; }
   side "$setup" client
   "${pre[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1" && exec sleep "$2"' "$ip" $port $((limit + 5)) \
     > "$logs/$tag.client.out" 2>&1 &
