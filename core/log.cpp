@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sched.h>
@@ -82,19 +84,35 @@ void reopen_now() noexcept {
 
 }  // namespace
 
+// A line to a pipe or socket whose reader has gone must not end the program with
+// SIGPIPE (without ferry it would not have written at all): the signal is blocked in
+// this thread for the write, and one the write raised is taken back.
 void write_raw(const char* text, size_t len) noexcept {
   int saved = errno;
   if (g_reopen.load(std::memory_order_relaxed) != kOpen) reopen_now();
+  sigset_t pipe_only, mask, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &mask);
+  const bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
   g_users.fetch_add(1);
   int fd = g_fd.load();
   if (fd < 0) fd = STDERR_FILENO;
+  bool broken = false;
   for (size_t off = 0; off < len;) {
     ssize_t w = real.write(fd, text + off, len - off);
     if (w < 0 && errno == EINTR) continue;
+    broken = w < 0 && errno == EPIPE;
     if (w <= 0) break;
     off += static_cast<size_t>(w);
   }
   g_users.fetch_sub(1);
+  if (broken && !was_pending) {
+    const timespec now{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &mask, nullptr);
   errno = saved;
 }
 

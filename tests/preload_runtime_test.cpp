@@ -165,6 +165,22 @@ TEST(PreloadRuntime, ASingleThreadedParentWritesNoDataOfOursAtFork) {
   EXPECT_NE(r.output.find("0 page(s) written"), std::string::npos) << r.output;
 }
 
+// ferry's own log line (the counters at exit) to a stderr whose reader has gone must not
+// end the program with SIGPIPE: without ferry it would have exited 0.
+TEST(PreloadRuntime, ALogLineToAPipeNobodyReadsDoesNotEndTheProgram) {
+  // The inner shell prints nothing itself and keeps its stderr open to the end (sleep
+  // does not: coreutils close it at exit).
+  const std::string cmd = "bash -c 'FERRY_STATS=1 LD_PRELOAD=" FERRY_LIBRARY_PATH
+                          " bash -c \"sleep 0.3\" 2>&1 >/dev/null | true; echo status ${PIPESTATUS[0]}'";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  EXPECT_NE(out.find("status 0"), std::string::npos) << out;  // 141: died of SIGPIPE
+}
+
 TEST(PreloadRuntime, OwnDescriptorsSurviveClosingAndDup2OverEverything) {
   TempDir dir;
   Result r = run("FERRY_STATS=1 FERRY_LOG=debug FERRY_LOG_FILE=" + dir.path + "/ferry.log", "fdchaos " + dir.path,
