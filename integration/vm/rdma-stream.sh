@@ -601,7 +601,10 @@ scenario_exit_flush() {
       timeout 120 "${cpre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" client "$ip" $port $size $delay $check \
         > "$out/$scenario.client.out" 2>&1 || fail "client: $(tail -2 "$out/$scenario.client.out")"
       timeout 60 tail --pid=$server -f /dev/null || { kill $server 2>/dev/null; fail "server did not finish"; }
-      wait $server || true  # os._exit(0) or the signal; a hung one failed above
+      local status=0 want=
+      wait $server || status=$?  # os._exit(0) or the signal; a hung one failed above
+      case $how in sigterm|thread_sigterm) want=143 ;; sigint) want=130 ;; sigpipe) want=141 ;; esac
+      [ -z "$want" ] || [ $status -eq $want ] || fail "server ended with status $status, not $want (its signal)"
       line=$(tail -1 "$out/$scenario.client.out")
       say "[$scenario] $line"
       if [ $mode = ferry ]; then
