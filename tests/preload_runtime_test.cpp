@@ -161,6 +161,12 @@ TEST(PreloadRuntime, DaemonChildIsSetUpLikeAForkedOne) {
 // of ferry's data in its own fork handlers: each such page is a copy-on-write fault
 // after every fork. The child writes the fork page; the parent must not.
 TEST(PreloadRuntime, ASingleThreadedParentWritesNoDataOfOursAtFork) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The probe write-protects the mappings next to libferry's data, and a sanitizer's
+  // runtime then faults in them at the fork (the helper dies of SIGSEGV under ASan). It
+  // is about the page layout of the library as shipped, which the plain build tests.
+  GTEST_SKIP() << "the page probe runs on the plain build";
+#endif
   Result r = run("", "forkwrites .", FERRY_PROCESS_HELPER);
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
   EXPECT_NE(r.output.find("0 page(s) written"), std::string::npos) << r.output;
