@@ -22,11 +22,12 @@ long fork() noexcept {
 // side. If the exec then fails, they stay on TCP. The others (close-on-exec, or closed
 // already) put what was sent into the peer's ring first, as at an exit: the poller
 // and the send queues end with this program's image. FERRY_STATS prints the counters
-// so far, as at an exit: the new program's ferry counts afresh.
+// so far, as at an exit, unless nothing was counted: the new program's ferry counts
+// afresh.
 void before_exec() {
   handoff::before_exec();
   upgrade::flush_at_exit();
-  runtime::finish();
+  runtime::finish_before_exec();
 }
 
 long execve(const char* path, char* const argv[], char* const envp[]) noexcept {

@@ -51,6 +51,10 @@ void finish() noexcept {
   log::write_raw(text.data(), text.size());
 }
 
+void finish_before_exec() noexcept {
+  if (config().stats && !stats::all_zero(stats::g)) finish();
+}
+
 void after_fork_child() noexcept {
   if (config().enable) stats::after_fork_child();
   log::reopen_after_fork(config());

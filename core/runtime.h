@@ -8,6 +8,10 @@ namespace ferry::runtime {
 void start() noexcept;
 // Prints the counters if FERRY_STATS asked for them.
 FERRY_FORK_PATH void finish() noexcept;
+// Before an exec: as finish(), but says nothing when nothing was counted (a forked
+// child that only runs another program, whose own ferry counts afresh and prints its
+// counters with the same pid).
+void finish_before_exec() noexcept;
 // In a child just forked (from the pthread_atfork child handler, core/forking.h).
 FERRY_FORK_PATH void after_fork_child() noexcept;
 

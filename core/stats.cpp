@@ -30,6 +30,14 @@ std::string format(const Counters& c) {
   return out;
 }
 
+bool all_zero(const Counters& c) noexcept {
+  bool zero = true;
+#define FERRY_STAT_IS_ZERO(name, desc) zero = zero && c.name.load(std::memory_order_relaxed) == 0;
+  FERRY_STATS_LIST(FERRY_STAT_IS_ZERO)
+#undef FERRY_STAT_IS_ZERO
+  return zero;
+}
+
 void after_fork_child() noexcept {
 #define FERRY_STAT_ZERO(name, desc) g.name.store(0, std::memory_order_relaxed);
   FERRY_STATS_LIST(FERRY_STAT_ZERO)

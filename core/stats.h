@@ -81,6 +81,9 @@ std::string read_process(long pid, Counters& out);
 
 inline void add(std::atomic<uint64_t>& c, uint64_t n) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
 
+// True when every counter reads 0.
+bool all_zero(const Counters& c) noexcept;
+
 // "name value  # description" lines, one per counter.
 std::string format(const Counters& c);
 

@@ -91,6 +91,17 @@ TEST(PreloadRuntime, CountersPrintedWhenTheProcessEndsWithExit) {
   EXPECT_EQ(r.output.find("counters:"), std::string::npos) << r.output;
 }
 
+// A shell's child that only runs a command (fork, then exec) counted nothing: it
+// prints no counters of its own before the exec, and the command under ferry prints
+// its own at its exit. Three blocks: the shell's and the two commands'.
+TEST(PreloadRuntime, AChildThatOnlyExecsPrintsNoCountersOfItsOwn) {
+  Result r = run("FERRY_STATS=1", "-c '/bin/true; /bin/true; echo done'", "/bin/sh");
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.status << "\n" << r.output;
+  size_t blocks = 0;
+  for (size_t at = 0; (at = r.output.find("counters:", at)) != std::string::npos; ++at) ++blocks;
+  EXPECT_EQ(blocks, 3u) << r.output;
+}
+
 TEST(PreloadRuntime, MalformedSettingGivesOneMessageAndTheProgramRuns) {
   Result r = run("FERRY_LOG=chatty FERRY_NOPE=1", "nothing");
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2);  // the helper's own answer

@@ -22,6 +22,18 @@ TEST(Stats, CountersAreReadableFromOutside) {
   EXPECT_NE(format(seen).find("bytes_tcp_sent"), std::string::npos);
 }
 
+TEST(Stats, AllZeroIsTrueOnlyWhenNothingWasCounted) {
+  static Counters c;
+  EXPECT_TRUE(all_zero(c));
+  c.pid = 42;  // not a counter
+  EXPECT_TRUE(all_zero(c));
+  add(c.bytes_rdma_received, 1);  // the last of the list
+  EXPECT_FALSE(all_zero(c));
+  c.bytes_rdma_received.store(0);
+  add(c.tcp_sockets, 1);  // the first
+  EXPECT_FALSE(all_zero(c));
+}
+
 TEST(Stats, ForkedChildGetsItsOwnZeroedPage) {
   add(g.connections_passive, 3);
   uint64_t parent = g.connections_passive.load();
