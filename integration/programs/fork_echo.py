@@ -13,22 +13,72 @@
 Every server serves each connection in a process other than the one whose rdma_cm
 listener receives its upgrade request (reuseport: the first process to listen).
 The client runs CONNECTIONS at once, each making a first small round trip, then
-(ECHO_SETTLE seconds later, 0.5 by default, when the connection may have moved to RDMA) sending BYTES of
-random bytes (about 100 kB by default) while reading the echo; it exits 1 unless
-every echo is identical.
+sending BYTES of random bytes (about 100 kB by default) while reading the echo; it
+exits 1 unless every echo is identical. Between the two it waits for the upgrades
+the round trips started: with ECHO_FERRY set (the path of the ferry launcher), until
+`ferry stat` of this process counts as many connections upgraded as have made their
+round trip (60 s at most: on a slow host a handshake can take seconds, and a bulk
+sent before it ends goes over TCP); otherwise 0.5 s.
 """
 import hashlib
 import os
 import signal
 import socket
 import socketserver
+import subprocess
 import sys
 import threading
 import time
 
 
-# How long the client waits after its first round trip before the bulk of its bytes.
-SETTLE = float(os.environ.get("ECHO_SETTLE", "0.5"))
+def upgraded(ferry):
+    """This process's `upgraded` counter, as `ferry stat` reads it (0 when it cannot)."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    try:
+        out = subprocess.run([ferry, "stat", str(os.getpid())], env=env, capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0] == "upgraded":
+            return int(f[1])
+    return 0
+
+
+class Settle:
+    """Between a connection's first round trip and its bulk: with ECHO_FERRY, waits
+    until this process counts as many upgrades as connections have made their round
+    trip (60 s at most, then says so on stderr); otherwise 0.5 s. Each connection waits
+    on its own: a server may serve only some at a time (prefork's workers)."""
+
+    def __init__(self):
+        self.ferry = os.environ.get("ECHO_FERRY")
+        self.lock = threading.Lock()
+        self.trips = 0
+        self.seen = 0
+        self.looked = 0.0
+
+    def wait(self):
+        if not self.ferry:
+            time.sleep(0.5)
+            return
+        with self.lock:
+            self.trips += 1
+            want = self.trips
+        deadline = time.monotonic() + 60
+        while True:
+            with self.lock:  # one look at the counters per 0.1 s, whoever asks
+                if time.monotonic() - self.looked >= 0.1:
+                    self.seen = upgraded(self.ferry)
+                    self.looked = time.monotonic()
+                got = self.seen
+            if got >= want:
+                return
+            if time.monotonic() > deadline:
+                print(f"only {got} of {want} connections upgraded after 60 s", file=sys.stderr)
+                return
+            time.sleep(0.1)
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -160,6 +210,7 @@ def passfd(ip, port, workers):
 
 def client(ip, port, n, size):
     errors = []
+    settle = Settle()
 
     def one(i):
         data = os.urandom(size + i * 7919)
@@ -175,7 +226,7 @@ def client(ip, port, n, size):
             if got != first:
                 errors.append(i)
                 return
-            time.sleep(SETTLE)
+            settle.wait()
             t = threading.Thread(target=c.sendall, args=(data,))
             t.start()
             got = bytearray()

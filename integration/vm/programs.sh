@@ -159,10 +159,8 @@ for kind in "ForkingTCPServer server" "fork-after-accept forkaccept" "prefork pr
   shift
   serve /usr/bin/python3 "$fork_echo" "$1" "$ip" "$port" "${@:2}"
   wait_port $port
-  # A passed connection's worker makes its first data call (and so claims it) later.
-  settle=0.5
-  [ "$name" != passfd ] || settle=2
-  if ECHO_SETTLE=$settle under client /usr/bin/python3 "$fork_echo" client "$ip" "$port" 8 4000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+  # The client sends its bulk once its connections have upgraded (ECHO_FERRY).
+  if ECHO_FERRY=$ferry under client /usr/bin/python3 "$fork_echo" client "$ip" "$port" 8 4000000 > "$out/$name.client.out" 2>&1; then res=ok; else
     res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
   sleep 0.5  # the servers' children exit (and print their counters) after the client's close
   stop $server
@@ -186,8 +184,8 @@ for i in 1 2 3; do
   for _ in $(seq 100); do [ "$(ss -Hltn "sport = :$port" | wc -l)" -ge $i ] && break; sleep 0.1; done
 done
 # (Each upgrade is redirected once the serving process claims it at its first data
-# call: as for passfd, its bulk waits 2 s, not 0.5 s, so that it goes over RDMA.)
-if ECHO_SETTLE=2 under client /usr/bin/python3 "$fork_echo" client "$ip" $port 24 1000000 > "$out/$name.client.out" 2>&1; then res=ok; else
+# call; the client's bulk waits for every upgrade.)
+if ECHO_FERRY=$ferry under client /usr/bin/python3 "$fork_echo" client "$ip" $port 24 1000000 > "$out/$name.client.out" 2>&1; then res=ok; else
   res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
 sleep 0.5
 for p in "${apart[@]}"; do
