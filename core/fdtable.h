@@ -255,15 +255,17 @@ void FdMap<T>::for_each(F&& f) const {
 }
 
 namespace fdmap_detail {
-// The tree's nodes are pages of their own from the kernel, not the heap's. Zero pages
-// are a node in its value-initialized state (every member is an atomic whose zero bits
-// are its empty value; FdTable.ANodeIsZeroPages checks it), so making one writes nothing,
-// and a page of it is present only once the table writes there. A process whose fds are
-// low then holds one page of each node, not the 13 pages of a top, a mid and a leaf;
-// each of its forks copies that many page-table entries fewer, and its heap is the
-// program's alone.
+// The tree's nodes are zero pages, not the heap's: the first 128 KiB of them (the
+// nodes made at start) pages of libferry's .bss, the rest mappings of their own. Zero
+// pages are a node in its value-initialized state (every member is an atomic whose zero
+// bits are its empty value; FdTable.ANodeIsZeroPages checks it), so making one writes
+// nothing, and a page of it is present only once the table writes there. A process
+// whose fds are low then holds one page of each node, not the 13 pages of a top, a mid
+// and a leaf; each of its forks copies that many page-table entries fewer, and its heap
+// is the program's alone.
 void* map_pages(size_t bytes) noexcept;
 void unmap_pages(void* p, size_t bytes) noexcept;
+bool in_arena(const void* p) noexcept;
 
 template <class Node>
 Node* make_node() noexcept {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -87,6 +88,32 @@ TEST(FdTable, ReserveMakesTheLeafAndBindsNothing) {
 TEST(FdTable, ANodeIsZeroPages) {
   EXPECT_TRUE(FdTable::empty_nodes_are_zero_bits());
   EXPECT_TRUE(FdMap<EpollSet>::empty_nodes_are_zero_bits());
+}
+
+// The first nodes are pages of libferry's .bss, each handed out once and zero; past
+// them, pages mapped on their own. Handing an arena node back leaves it where it is.
+TEST(FdTable, NodesComeFromTheArenaFirstThenMappings) {
+  constexpr size_t kNode = 7 * 4096;
+  std::vector<unsigned char*> got;
+  for (int i = 0; i < 64; ++i) {
+    auto* p = static_cast<unsigned char*>(fdmap_detail::map_pages(kNode - 100));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+    EXPECT_TRUE(std::all_of(p, p + kNode - 100, [](unsigned char c) { return c == 0; })) << i;
+    for (auto* q : got) EXPECT_TRUE(p >= q + kNode - 100 || p + kNode - 100 <= q) << "overlap at " << i;
+    got.push_back(p);
+    if (!fdmap_detail::in_arena(p)) break;
+  }
+  EXPECT_FALSE(fdmap_detail::in_arena(got.back())) << "the arena never ran out";
+  if (got.size() < 2) GTEST_SKIP() << "the tests before this one used the arena up";
+  for (auto* p : got) {
+    p[0] = 1;
+    fdmap_detail::unmap_pages(p, kNode - 100);
+  }
+  for (auto* p : got)
+    if (fdmap_detail::in_arena(p)) {
+      EXPECT_EQ(p[0], 1);  // still ours: never unmapped
+    }
 }
 
 TEST(FdTable, NoCeilingBelowIntMax) {

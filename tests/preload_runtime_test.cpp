@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -181,6 +182,46 @@ TEST(PreloadRuntime, ASingleThreadedParentWritesNoDataOfOursAtFork) {
   Result r = run("", "forkwrites .", FERRY_PROCESS_HELPER);
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.output;
   EXPECT_NE(r.output.find("0 page(s) written"), std::string::npos) << r.output;
+}
+
+// Every mapping with private pages costs each fork of the process more than a page in
+// it does (the kernel copies its anon_vma chain), so ferry makes none of its own: each
+// anonymous mapping of a program under ferry, but libferry's .bss (right after its
+// data), is one the program has without ferry, of the same size. (The other way round
+// is not asked: the dynamic linker's own may join ferry's .bss.)
+TEST(PreloadRuntime, MapsNothingOfItsOwnButItsLibrary) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's runtime maps memory of its own; the plain build tests the layout";
+#endif
+  auto anonymous = [](const std::string& maps) {
+    std::istringstream in(maps);
+    std::multiset<unsigned long> sizes;
+    bool after_data = false;
+    for (std::string l; std::getline(in, l);) {
+      unsigned long lo = 0, hi = 0;
+      if (sscanf(l.c_str(), "%lx-%lx", &lo, &hi) != 2) continue;
+      const bool ours = l.find("libferry.so") != std::string::npos;
+      const bool anon = l.find('/') == std::string::npos && l.find('[') == std::string::npos;
+      if (anon && !after_data) sizes.insert(hi - lo);
+      after_data = ours && l.find(" rw") != std::string::npos;
+    }
+    return sizes;
+  };
+  FILE* p = popen("/bin/cat /proc/self/maps", "r");
+  ASSERT_NE(p, nullptr);
+  std::string plain;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) plain.append(buf, n);
+  pclose(p);
+  Result r = run("", "/proc/self/maps", "/bin/cat");
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_NE(r.output.find("libferry.so"), std::string::npos) << r.output;
+  std::multiset<unsigned long> without = anonymous(plain);
+  for (unsigned long size : anonymous(r.output)) {
+    auto it = without.find(size);
+    EXPECT_NE(it, without.end()) << "an anonymous mapping of " << size << " bytes of ferry's:\n" << r.output;
+    if (it != without.end()) without.erase(it);
+  }
 }
 
 // ferry's own log line (the counters at exit) to a stderr whose reader has gone must not
