@@ -8,7 +8,6 @@
 #include "core/forking.h"
 #include "core/libc.h"
 #include "core/log.h"
-#include "core/shared_text.h"
 #include "core/stats.h"
 
 #include <unistd.h>
@@ -37,7 +36,6 @@ void start() noexcept {
   fd_table().reserve(FdTable::kLow);
   epoll_sets().reserve(FdTable::kLow);
   hazard::take_first();  // this thread's record, which its forked children inherit
-  if (!shared_text::prepare()) FERRY_LOG(debug, "runtime", "a forked child faults libferry's code in afresh");
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();
