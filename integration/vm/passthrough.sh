@@ -174,6 +174,10 @@ forks() {
     tag=fork.empty.$r
     fork_run env LD_PRELOAD="$build/libempty_preload.so"
     note fork_rate_floor empty "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+    # one that allocates once as it loads (fork_rate has no heap of its own: this makes one),
+    tag=fork.alloc.$r
+    fork_run env LD_PRELOAD="$build/liballoc_preload.so"
+    note fork_rate_floor alloc "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
     [ "$where" = vm ] || return 0
     # and, in the test bed, one that only listens on rdma_cm (what any RDMA server holds)
     tag=fork.rdma_cm.$r
@@ -291,6 +295,7 @@ floor() {
   printf 'fork_rate under %s: %s, %.3f of plain\n' "$2" "$f" "$ratio"
 }
 floor empty "an empty preloaded library (the floor for any LD_PRELOAD)"
+floor alloc "a preloaded library that allocates once (the floor for any with state)"
 floor rdma_cm "a preloaded library that only listens on rdma_cm (the floor for any RDMA server)"
 # Every connection above must have stayed on TCP: ferry's counters say so.
 echo
