@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -227,6 +229,16 @@ TEST(PreloadRuntime, MapsNothingOfItsOwnButItsLibrary) {
 // ferry's own log line (the counters at exit) to a stderr whose reader has gone must not
 // end the program with SIGPIPE: without ferry it would have exited 0.
 TEST(PreloadRuntime, ALogLineToAPipeNobodyReadsDoesNotEndTheProgram) {
+  // The child's environment (this one's, with ferry preloaded and counting), made
+  // before the fork: between fork and exec only async-signal-safe calls (setenv is not).
+  char stats[] = "FERRY_STATS=1";
+  char preload[] = "LD_PRELOAD=" FERRY_LIBRARY_PATH;
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e)
+    if (strncmp(*e, "FERRY_STATS=", 12) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  env.push_back(stats);
+  env.push_back(preload);
+  env.push_back(nullptr);
   int p[2];
   ASSERT_EQ(pipe(p), 0);
   close(p[0]);  // nobody reads
@@ -238,9 +250,7 @@ TEST(PreloadRuntime, ALogLineToAPipeNobodyReadsDoesNotEndTheProgram) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    setenv("FERRY_STATS", "1", 1);
-    setenv("LD_PRELOAD", FERRY_LIBRARY_PATH, 1);
-    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    execle("/bin/true", "true", static_cast<char*>(nullptr), env.data());
     _exit(127);
   }
   close(p[1]);
