@@ -178,6 +178,10 @@ forks() {
     tag=fork.alloc.$r
     fork_run env LD_PRELOAD="$build/liballoc_preload.so"
     note fork_rate_floor alloc "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
+    # ferry itself with nothing started (FERRY_ENABLE=0: what loading the library costs),
+    tag=fork.ferry_off.$r
+    fork_run env LD_PRELOAD="$build/libferry.so" FERRY_ENABLE=0 FERRY_STATS=0
+    note fork_rate_floor ferry_off "$(awk '/^forks\/s:/ {print $2}' "$logs/$tag.out")"
     [ "$where" = vm ] || return 0
     # and, in the test bed, one that only listens on rdma_cm (what any RDMA server holds)
     tag=fork.rdma_cm.$r
@@ -296,6 +300,7 @@ floor() {
 }
 floor empty "an empty preloaded library (the floor for any LD_PRELOAD)"
 floor alloc "a preloaded library that allocates once (the floor for any with state)"
+floor ferry_off "ferry with FERRY_ENABLE=0 (the library loaded, nothing started)"
 floor rdma_cm "a preloaded library that only listens on rdma_cm (the floor for any RDMA server)"
 # Every connection above must have stayed on TCP: ferry's counters say so.
 echo
