@@ -8,77 +8,54 @@
                                            connection to a worker (SCM_RIGHTS), unused
     fork_echo.py reuseport IP PORT         one of several unrelated processes, each
                                            with its own SO_REUSEPORT listener
-    fork_echo.py client IP PORT CONNECTIONS [BYTES]
+    fork_echo.py client IP PORT CONNECTIONS [BYTES [WAVE]]
 
 Every server serves each connection in a process other than the one whose rdma_cm
 listener receives its upgrade request (reuseport: the first process to listen).
-The client runs CONNECTIONS at once, each making a first small round trip, then
-sending BYTES of random bytes (about 100 kB by default) while reading the echo; it
-exits 1 unless every echo is identical. Between the two it waits for the upgrades
-the round trips started: with ECHO_FERRY set (the path of the ferry launcher), until
-`ferry stat` of this process counts as many connections upgraded as have made their
-round trip (60 s at most: on a slow host a handshake can take seconds, and a bulk
-sent before it ends goes over TCP); otherwise 0.5 s.
+The client runs its CONNECTIONS in waves of WAVE at once (all of them by default; a
+server that serves only some at a time, as prefork's workers do, needs waves no
+larger), each connection making a first small round trip, then sending BYTES of
+random bytes (about 100 kB by default) while reading the echo; it exits 1 unless every
+echo is identical. Between the two, with ECHO_FERRY set (the path of the ferry
+launcher), the wave's connections wait until `ferry stat` of this process counts every
+connection of this wave and the earlier ones upgraded: every bulk byte goes after its
+own connection's upgrade, on any machine. A wave whose upgrades do not all come
+(integration/programs/upgrades.py's limit, for hangs) is an error, said in one line.
 """
 import hashlib
 import os
 import signal
 import socket
 import socketserver
-import subprocess
 import sys
 import threading
-import time
 
-
-def upgraded(ferry):
-    """This process's `upgraded` counter, as `ferry stat` reads it (0 when it cannot)."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    try:
-        out = subprocess.run([ferry, "stat", str(os.getpid())], env=env, capture_output=True,
-                             text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 2 and f[0] == "upgraded":
-            return int(f[1])
-    return 0
+import upgrades
 
 
 class Settle:
     """Between a connection's first round trip and its bulk: with ECHO_FERRY, waits
-    until this process counts as many upgrades as connections have made their round
-    trip (60 s at most, then says so on stderr); otherwise 0.5 s. Each connection waits
-    on its own: a server may serve only some at a time (prefork's workers)."""
+    until this process counts `want` connections upgraded (every connection of this
+    wave and of the earlier ones), one look at the counters per 0.1 s whoever asks;
+    False (said once on stderr, and at once from then on) if they never do. Without ECHO_FERRY: at once."""
 
     def __init__(self):
         self.ferry = os.environ.get("ECHO_FERRY")
         self.lock = threading.Lock()
-        self.trips = 0
         self.seen = 0
-        self.looked = 0.0
+        self.gave_up = False
 
-    def wait(self):
+    def wait(self, want):
         if not self.ferry:
-            time.sleep(0.5)
-            return
-        with self.lock:
-            self.trips += 1
-            want = self.trips
-        deadline = time.monotonic() + 60
-        while True:
-            with self.lock:  # one look at the counters per 0.1 s, whoever asks
-                if time.monotonic() - self.looked >= 0.1:
-                    self.seen = upgraded(self.ferry)
-                    self.looked = time.monotonic()
-                got = self.seen
-            if got >= want:
-                return
-            if time.monotonic() > deadline:
-                print(f"only {got} of {want} connections upgraded after 60 s", file=sys.stderr)
-                return
-            time.sleep(0.1)
+            return True
+        with self.lock:  # the first to ask waits; the others find the count at once
+            if self.seen < want and not self.gave_up:
+                self.seen = upgrades.await_upgraded(self.ferry, want)
+                if self.seen < want:
+                    self.gave_up = True
+                    print(f"only {self.seen} of {want} connections upgraded after {upgrades.LIMIT:.0f} s",
+                          file=sys.stderr)
+            return self.seen >= want
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -208,11 +185,11 @@ def passfd(ip, port, workers):
         n += 1
 
 
-def client(ip, port, n, size):
+def client(ip, port, n, size, wave):
     errors = []
     settle = Settle()
 
-    def one(i):
+    def one(i, want):
         data = os.urandom(size + i * 7919)
         with socket.create_connection((ip, port)) as c:
             first = b"hello %d\n" % i
@@ -226,7 +203,9 @@ def client(ip, port, n, size):
             if got != first:
                 errors.append(i)
                 return
-            settle.wait()
+            if not settle.wait(want):
+                errors.append(i)
+                return
             t = threading.Thread(target=c.sendall, args=(data,))
             t.start()
             got = bytearray()
@@ -240,18 +219,20 @@ def client(ip, port, n, size):
             if c.recv(1) != b"" or hashlib.sha256(got).digest() != hashlib.sha256(data).digest():
                 errors.append(i)
 
-    def guarded(i):
+    def guarded(i, want):
         try:
-            one(i)
+            one(i, want)
         except OSError as e:  # a connection that failed is an error, not a pass
             print(f"connection {i}: {e}", file=sys.stderr)
             errors.append(i)
 
-    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for first in range(0, n, wave):
+        last = min(n, first + wave)
+        threads = [threading.Thread(target=guarded, args=(i, last)) for i in range(first, last)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     print("connections", n, "errors", len(errors))
     return 1 if errors else 0
 
@@ -272,4 +253,6 @@ if __name__ == "__main__":
     elif role != "client":
         sys.exit(__doc__)
     else:
-        sys.exit(client(ip, port, int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 100000))
+        n = int(sys.argv[4])
+        sys.exit(client(ip, port, n, int(sys.argv[5]) if len(sys.argv) > 5 else 100000,
+                        int(sys.argv[6]) if len(sys.argv) > 6 else n))
