@@ -6,7 +6,10 @@
 
 The client writes TOTAL bytes (a seeded pseudo-random stream, so every run sends the
 same bytes) while it reads the echo, then prints the count and sha256 of each and
-exits 1 unless they are equal. The server's first process echoes exactly the first
+exits 1 unless they are equal. With HANDOFF_FERRY set (the path of the ferry launcher),
+the client sends its first CHUNK, then waits until `ferry stat` of itself counts the
+connection upgraded, then the rest: the bytes before the hand-off cross RDMA however
+slow the upgrade. The server's first process echoes exactly the first
 HALF bytes (the client is still writing, so more are on their way), then hands the
 connection on without reading further:
     exec: it execs this script as "carry FD", which echoes the rest;
@@ -29,6 +32,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import upgrades
 
 HALF = 8 << 20
 CHUNK = 65536
@@ -105,6 +110,8 @@ def client(ip, port, total):
     conn = socket.create_connection((ip, port))
     sent = hashlib.sha256()
 
+    ferry = os.environ.get("HANDOFF_FERRY")
+
     def write():
         rnd = random.Random(1234)
         left = total
@@ -113,6 +120,10 @@ def client(ip, port, total):
             sent.update(data)
             conn.sendall(data)
             left -= len(data)
+            if ferry and left + len(data) == total:  # after the first chunk
+                got = upgrades.await_upgraded(ferry, 1)
+                if got < 1:
+                    print(f"the connection did not upgrade in {upgrades.LIMIT:.0f} s", file=sys.stderr, flush=True)
         conn.shutdown(socket.SHUT_WR)
 
     writer = threading.Thread(target=write)

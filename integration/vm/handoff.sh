@@ -7,8 +7,9 @@
 # the server waits to hand over). Differential: each runs on kernel TCP and then with
 # both ends under ferry, and the client's line (byte counts and sha256 both ways) must
 # be the same; under ferry the counters must show the bytes on RDMA before the hand-off
-# and the connection handed back to TCP at both ends (or failed over), with nothing
-# reset.
+# (the client sends its bulk once its connection upgraded: nearly all of the first
+# 8 MiB, on any machine) and the connection handed back to TCP at both ends (or failed
+# over), with nothing reset.
 #   handoff.sh BUILD_DIR [MODE...]
 set -uo pipefail
 build=$1
@@ -48,7 +49,8 @@ run() {
   local setup=$1 mode=$2 pre=() cutter=
   port=$((port + 1))
   rm -f "$out/$name".*.log "$HANDOFF_GO"
-  [ "$setup" = ferry ] && pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$name.%p.log" "$ferry")
+  # Under ferry the client sends its bulk once the connection upgraded (HANDOFF_FERRY).
+  [ "$setup" = ferry ] && pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$name.%p.log" "HANDOFF_FERRY=$ferry" "$ferry")
   "${pre[@]}" python3 "$prog" server "$ip" "$port" "$mode" > "$out/$name.$setup.server.out" 2>&1 &
   local server=$!
   for _ in $(seq 100); do grep -q listening "$out/$name.$setup.server.out" 2>/dev/null && break; sleep 0.1; done
