@@ -7,6 +7,14 @@
 Environment:
   STREAM_SETTLE=SECONDS        each side sends its 8-byte length, then waits that long
                                (time for an upgrade to finish) before the rest;
+  STREAM_FERRY=PATH            (the ferry launcher) each side sends its 8-byte length,
+                               then waits until `ferry stat` of itself counts all its
+                               CONNECTIONS upgraded (then STREAM_SETTLE more), so that
+                               every body byte crosses RDMA however slow the upgrades:
+                               it prints "upgraded N, registered R bytes" as it first
+                               sees them all (R: rdma_registered_bytes of that reading,
+                               every connection's rings: none has ended yet); if they
+                               never come (upgrades.py's limit), an error at the end;
   STREAM_SERVER_FIRST=1        the server speaks first: a greeting of GREETING bytes
                                right after accept, which the client reads and checks
                                before it sends anything;
@@ -36,6 +44,9 @@ import termios
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs"))
+import upgrades  # noqa: E402
+
 CHUNK = 1 << 20
 GREETING = bytes((i * 7 + 3) & 0xFF for i in range(100003))
 SERVER_FIRST = os.environ.get("STREAM_SERVER_FIRST") == "1"
@@ -60,6 +71,35 @@ def note_kernel_bytes(sock):
         with KERNEL_LOCK:
             KERNEL["acked"] += acked + outq
             KERNEL["received"] += received
+
+
+FERRY = os.environ.get("STREAM_FERRY")
+SETTLE = {"lock": threading.Lock(), "want": 0, "seen": 0, "gave_up": False}
+
+
+def settle():
+    """Between a stream's length and its body: with STREAM_FERRY, until this process
+    counts all its connections upgraded; then STREAM_SETTLE seconds."""
+    if FERRY:
+        with SETTLE["lock"]:  # the first to ask waits; the others find the count at once
+            want = SETTLE["want"]
+            if SETTLE["seen"] < want and not SETTLE["gave_up"]:
+                deadline = time.monotonic() + upgrades.LIMIT
+                while True:
+                    c = upgrades.counters(FERRY)
+                    if c.get("upgraded", 0) >= want:
+                        SETTLE["seen"] = c["upgraded"]
+                        print(f"upgraded {c['upgraded']}, registered {c.get('rdma_registered_bytes', 0)} bytes",
+                              flush=True)
+                        break
+                    if time.monotonic() > deadline:
+                        SETTLE["gave_up"] = True  # finish() says so
+                        SETTLE["seen"] = c.get("upgraded", 0)
+                        break
+                    time.sleep(0.1)
+    wait = float(os.environ.get("STREAM_SETTLE", "0"))
+    if wait:
+        time.sleep(wait)
 
 
 FORK_EVERY = int(os.environ.get("STREAM_FORK_EVERY", "0"))
@@ -110,11 +150,10 @@ def fork_idle_child():
             break
 
 
-def send_stream(sock, size, settle=0.0):
+def send_stream(sock, size):
     h = hashlib.sha256()
     sock.sendall(struct.pack("!Q", size))
-    if settle:
-        time.sleep(settle)
+    settle()
     left, since_fork = size, 0
     while left:
         # odd piece sizes exercise ring wrap-around and partial writes
@@ -161,8 +200,7 @@ def recv_body(sock, size):
 
 def converse(sock, size, errors, label):
     try:
-        settle = float(os.environ.get("STREAM_SETTLE", "0"))
-        sender = threading.Thread(target=send_stream, args=(sock, size, settle))
+        sender = threading.Thread(target=send_stream, args=(sock, size))
         sender.start()
         got = recv_stream(sock)
         sender.join()
@@ -180,6 +218,9 @@ def converse(sock, size, errors, label):
 
 def finish(errors, summary):
     """Prints every error and the one-line summary (with the kernel's TCP byte counts)."""
+    if SETTLE["gave_up"]:
+        errors.append(f"only {SETTLE['seen']} of {SETTLE['want']} connections upgraded after "
+                      f"{upgrades.LIMIT:.0f} s")
     for e in errors:
         print("ERROR", e, flush=True)
     print(f"{summary}, {len(errors)} errors; kernel TCP bytes sent {KERNEL['acked']} "
@@ -206,8 +247,7 @@ def server(ip, port, count):
             errors.append(f"server {i}: {e!r}")
             conn.close()
             return
-        settle = float(os.environ.get("STREAM_SETTLE", "0"))
-        sender = threading.Thread(target=send_stream, args=(conn, size, settle))
+        sender = threading.Thread(target=send_stream, args=(conn, size))
         sender.start()
         try:
             recv_body(conn, size)
@@ -262,6 +302,7 @@ def client(ip, port, count, sizes):
 
 def main(argv):
     role, ip, port, count = argv[1], argv[2], int(argv[3]), int(argv[4])
+    SETTLE["want"] = count
     if role == "server":
         return server(ip, port, count)
     return client(ip, port, count, [int(s) for s in argv[5:]] or [1 << 20])
