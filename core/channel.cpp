@@ -324,7 +324,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   // Bytes queued before these go first (credits found while a write was being posted
   // could not drain them then).
   if (!queue_.empty()) drain_st();
-  const size_t direct = queue_.empty() ? write_st(iov, iovcnt, want) : 0;
+  const size_t direct = queue_.empty() && !held_ ? write_st(iov, iovcnt, want) : 0;
   if (failed()) return 0;
   size_t rest = want - direct;
   const size_t room = queue_.size() < queue_limit_ ? queue_limit_ - queue_.size() : 0;
@@ -343,7 +343,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
   // The peer returns credits at once while it knows we are blocked (write_st told it
   // when the ring had no room at all); their completion must reach someone who drains.
   if (was_empty) {
-    if (tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
+    if (!held_ && tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
     arm_and_poll_st();
   }
   return direct + rest;
@@ -351,7 +351,7 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
 
 // Moves queued bytes into the ring as far as it has room, then the fin that waited.
 void Channel::drain_st() {
-  while (!queue_.empty() && !failed() && !left_) {
+  while (!queue_.empty() && !held_ && !failed() && !left_) {
     iovec v[16];
     const int n = queue_.gather(v, 16, max_record_ * 2);
     const size_t k = write_st(v, n, iov_total(v, n));
@@ -363,7 +363,7 @@ void Channel::drain_st() {
     }
     signal_->bump();
   }
-  if (queue_.empty() && fin_pending_ && !failed() && !left_) {
+  if (queue_.empty() && fin_pending_ && !held_ && !failed() && !left_) {
     fin_pending_ = false;
     post_control_st(wire::Op::fin, tx_.written());
   }
@@ -371,7 +371,7 @@ void Channel::drain_st() {
 
 bool Channel::finish_st() {
   if (failed()) return false;
-  if (queue_.empty()) return post_control_st(wire::Op::fin, tx_.written());
+  if (queue_.empty() && !held_) return post_control_st(wire::Op::fin, tx_.written());
   fin_pending_ = true;
   arm_and_poll_st();
   return true;
@@ -407,7 +407,7 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
 }
 
 size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
-  if (rx_left_) return 0;
+  if (rx_left_ || !trusted()) return 0;
   IovCursor to{iov, iovcnt};
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
@@ -438,8 +438,34 @@ bool Channel::scan_st() {
   return true;
 }
 
+bool Channel::proven_st(uint64_t secret) {
+  trusted_.store(true, std::memory_order_release);
+  ++rx_events_;
+  signal_->bump();
+  return !failed() && post_control_st(wire::Op::bound, secret);
+}
+
 void Channel::handle_control_st(const wire::Control& c) {
+  if (held_) {
+    // Before the server proved it read our Proof, nothing it says about the stream
+    // counts (it may not be the TCP connection's server).
+    if (c.op == wire::Op::bound) {
+      if (c.value != secret_) return fail_st("peer's binding does not name our proof");
+      held_ = false;
+      trusted_.store(true, std::memory_order_release);
+      ++rx_events_;
+      ++tx_events_;
+      drain_st();
+      signal_->bump();
+      return;
+    }
+    if (c.op == wire::Op::cutover || c.op == wire::Op::fin || c.op == wire::Op::handoff)
+      return fail_st("peer spoke of the stream before it proved it holds the TCP connection");
+  } else if (c.op == wire::Op::bound) {
+    return fail_st("unexpected binding from the peer");
+  }
   switch (c.op) {
+    case wire::Op::bound: break;
     case wire::Op::credit:
       if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
       if (tx_starved_ && writable_st()) {

@@ -88,6 +88,29 @@ class Channel {
   bool set_peer(const wire::RingRef& peer, std::string& why);
   uint64_t registered_bytes() const;
 
+  // Binding (wire::Proof, docs/design.md "Binding"): until trusted(), nothing in our ring
+  // is read, and on the client nothing is written into the peer's: its sends wait in
+  // the send queue. Without either call a channel trusts its peer (tests).
+  // The client: its Proof's secret, which the server must send back (Op::bound).
+  void await_bound_st(const wire::Nonce& nonce, uint64_t secret) {
+    trusted_.store(false, std::memory_order_release);
+    held_ = true;
+    nonce_ = nonce;
+    secret_ = secret;
+  }
+  // What the client writes into TCP at its cutover point.
+  wire::Proof proof() const { return {nonce_, secret_}; }
+  // The server: the nonce its Welcome carried, which the client's Proof must name.
+  void await_proof_st(const wire::Nonce& nonce) {
+    trusted_.store(false, std::memory_order_release);
+    nonce_ = nonce;
+  }
+  const wire::Nonce& nonce() const { return nonce_; }
+  // The server read the client's Proof on TCP: the channel is trusted, and the client is
+  // told so (with its secret) before anything else of ours. False if it cannot go.
+  bool proven_st(uint64_t secret);
+  bool trusted() const { return trusted_.load(std::memory_order_acquire); }
+
   Lock& mu() { return mu_; }
   Signal& signal() { return *signal_; }
   ibv_cq* cq() const { return cq_.get(); }
@@ -111,7 +134,7 @@ class Channel {
   // queued, else (or if more) the send queue's room.
   size_t room_st() const {
     size_t room = queue_limit_ > queue_.size() ? queue_limit_ - queue_.size() : 0;
-    if (queue_.empty() && peer_known_ && tx_.space() > 4 * ring::kUnit && sq_outstanding_ + ring::kMaxRecords <= kSendDepth) {
+    if (queue_.empty() && !held_ && peer_known_ && tx_.space() > 4 * ring::kUnit && sq_outstanding_ + ring::kMaxRecords <= kSendDepth) {
       const uint64_t ring = std::min<uint64_t>(max_record_, tx_.space() - 4 * ring::kUnit);
       if (ring > room) room = ring;
     }
@@ -140,11 +163,11 @@ class Channel {
   // poll the CQ first (polling only frees room and brings news; the receive side and the
   // poller take care of the news). Two records at most, a footer and a unit's padding each.
   bool fits_st(size_t n) const {
-    if (!queue_.empty()) return queue_.size() + n <= queue_limit_;
+    if (!queue_.empty() || held_) return queue_.size() + n <= queue_limit_;
     return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
            sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
-  size_t readable_st() const { return rx_left_ ? 0 : rx_.readable(); }
+  size_t readable_st() const { return rx_left_ || !trusted() ? 0 : rx_.readable(); }
   // The ring is at least half taken by what was not read: the peer may have no room to
   // send more until some is. A reader waiting for more than that (SO_RCVLOWAT, a
   // peek) is woken as a kernel's full receive queue wakes it.
@@ -156,7 +179,7 @@ class Channel {
   // so a writer woken by it can queue a useful amount.
   // Ring and send queue count as one buffer, as the kernel's send buffer does.
   bool writable_st() const {
-    const uint64_t queued = tx_.in_flight() + queue_.size(), room = tx_.capacity() + queue_limit_;
+    const uint64_t queued = tx_.in_flight() + queue_.size(), room = (held_ ? 0 : tx_.capacity()) + queue_limit_;
     return peer_known_ && queued < room && (room - queued) * 2 >= queued;
   }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
@@ -221,7 +244,7 @@ class Channel {
   // What the peer told us (valid under mu).
   bool peer_cutover_known() const { return peer_cutover_known_; }
   uint64_t peer_cutover() const { return peer_cutover_; }
-  bool peer_fin() const { return peer_fin_; }
+  bool peer_fin() const { return peer_fin_ && trusted(); }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   void fail_st(const std::string& why);
@@ -295,6 +318,11 @@ class Channel {
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};
   uint32_t rx_events_ = 0, tx_events_ = 0;
   std::string error_;
+  // Binding: see await_bound_st / await_proof_st.
+  std::atomic<bool> trusted_{true};
+  bool held_ = false;
+  uint64_t secret_ = 0;
+  wire::Nonce nonce_{};
 };
 
 }  // namespace ferry

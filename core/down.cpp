@@ -1,5 +1,7 @@
 #include "core/down.h"
 
+#include "core/binding.h"
+
 #include "core/fdtable.h"
 #include "core/fork_path.h"
 #include "core/libc.h"
@@ -259,8 +261,30 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
   settle_rx_locked(link, st);
   if (st.rx == DownState::Rx::ring) {
     Channel& ch = *link.channel;
+    bool prove = false;
+    {
+      std::lock_guard<Lock> lock(ch.mu());
+      ch.progress_st();
+      // A server whose client has not proven itself yet (core/binding.h): the proof
+      // comes first at the cutover point, and with no proof there TCP is the stream.
+      if (ch.peer_cutover_known() && !ch.trusted() && !link.client &&
+          link.tcp_received.load() >= ch.peer_cutover()) {
+        if (link.forged.load()) {
+          st.rx = DownState::Rx::plain;
+        } else {
+          prove = true;
+        }
+      }
+    }
+    if (prove) {
+      switch (binding::look(fd, link)) {
+        case binding::Verdict::wait: return;
+        case binding::Verdict::refused: st.rx = DownState::Rx::plain; return;
+        case binding::Verdict::proven: return advance_rx_locked(fd, link, st);
+      }
+    }
+    if (st.rx != DownState::Rx::ring) return;
     std::lock_guard<Lock> lock(ch.mu());
-    ch.progress_st();
     if (!ch.peer_cutover_known()) {
       st.rx = DownState::Rx::plain;  // the peer never left TCP: no header comes
     } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_st() == 0 && !ch.scan_st() &&
@@ -318,6 +342,7 @@ void want(Link& link, Why why) noexcept {
       stats::add(stats::g.downgrades_handoff, 1);
       FERRY_LOG(info, "down", "connection goes back to TCP: handed over to another program");
       break;
+    case Why::forged: break;  // counted by core/binding
   }
   link.signal.bump();
 }

@@ -26,8 +26,10 @@
 namespace ferry::down {
 
 // failed: the RDMA side failed; peer: the peer went back first; handoff: either end
-// hands the connection to another program (exec, SCM_RIGHTS), which may not be ferry.
-enum class Why { failed, peer, handoff };
+// hands the connection to another program (exec, SCM_RIGHTS), which may not be ferry;
+// forged: the RDMA peer could not prove it holds the TCP connection (core/binding.h):
+// TCP past the cutover point it named is read as it is, and nothing went into its ring.
+enum class Why { failed, peer, handoff, forged };
 
 // Marks the connection for downgrade (once; counted by why) and wakes its waiters.
 void want(Link& link, Why why) noexcept;

@@ -157,6 +157,12 @@ struct Link {
   int board_slot = -1;
   uint64_t board_id = 0;
 
+  // Binding (core/binding.h). Client: when its Proof went into TCP (0: not yet); under
+  // Socket::tx_mu. Server: the RDMA side could not prove it holds the TCP connection,
+  // so TCP carries everything past the peer's cutover point as it is.
+  std::atomic<int64_t> proof_us{0};
+  std::atomic<bool> forged{false};
+
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 

@@ -59,7 +59,10 @@ State of(int fd, Link& link) noexcept {
     dead = ch.failed();
     handoff = ch.peer_handoff();
     left_unread = ch.peer_left_unread_st();
-    tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover();
+    // Until the client proved itself (core/binding.h) the stream is TCP's: its proof, or
+    // a forger's client's own bytes.
+    tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover() ||
+                  !ch.trusted();
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
     st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
     st.tx_events = ch.tx_events_st();

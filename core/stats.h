@@ -32,6 +32,8 @@ namespace ferry::stats {
   X(upgrades_reclaimed, "upgrades a forked child started on a connection its parent had not used") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
+  X(upgrades_forged, "upgrades refused: the RDMA peer could not prove it holds the TCP connection") \
+  X(upgrades_unproven, "upgrades that stayed on TCP: no proof came from the peer (TCP ended, or waited too long)") \
   X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \
   X(downgrades_peer, "connections that went back to TCP: the peer went back first") \
   X(downgrades_handoff, "connections that went back to TCP: handed to another program by either end") \

@@ -1,5 +1,7 @@
 #include "core/stream.h"
 
+#include "core/binding.h"
+
 #include "core/config.h"
 #include "core/down.h"
 #include "core/libc.h"
@@ -162,7 +164,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
   if (link.down.load(std::memory_order_relaxed)) return {RxStep::down};
   const bool est = link.established();
-  bool cut_known = false, from_ring = false, fin = false, dead = false;
+  bool cut_known = false, from_ring = false, fin = false, dead = false, prove = false;
   down::Why why = down::Why::failed;
   uint64_t cut = 0;
   size_t ring_bytes = 0;
@@ -177,12 +179,26 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     if (!ch.peer_cutover_known() || (ch.readable_st() == 0 && !ch.scan_st())) ch.progress_st();
     cut_known = ch.peer_cutover_known();
     cut = ch.peer_cutover();
-    if (cut_known && link.tcp_received >= cut) {
+    // The client's proof comes next on TCP (core/binding.h): nothing of the ring counts
+    // before it.
+    prove = cut_known && link.tcp_received >= cut && !ch.trusted();
+    if (cut_known && link.tcp_received >= cut && !prove) {
       from_ring = true;
       Slice rest(iov, iovcnt, got, total - got, total);
       ring_bytes = ch.recv_st(rest.v, rest.n, peek);
       fin = ch.peer_fin();
       dead = down::leaving_st(link, ch, why);
+    }
+  }
+  if (prove) {
+    switch (binding::look(fd, link)) {
+      case binding::Verdict::wait: return {RxStep::wait};
+      case binding::Verdict::refused:
+        down::want(link, down::Why::forged);  // TCP carries the rest as it is
+        return {RxStep::down};
+      case binding::Verdict::proven:
+        cut_over_now(fd, s, link);
+        return {RxStep::again};
     }
   }
   if (from_ring) {
@@ -468,31 +484,68 @@ uint64_t queue_limit(const Socket& s, const Channel& ch) {
 
 }  // namespace
 
-bool cut_over(Socket& s, Link& link) noexcept {
-  if (link.tx_cut) return true;
-  std::lock_guard<Lock> lock(link.channel->mu());
-  if (link.tx_left.load() || link.handed_off.load()) return false;  // going back to TCP: the ring takes nothing
-  if (link.channel->peer_handoff()) {
-    // The peer reads TCP only from now on: this side never cuts over.
-    down::want(link, down::Why::handoff);
-    return false;
+Cut cut_over(int fd, Socket& s, Link& link, bool may_wait) noexcept {
+  if (link.tx_cut) return Cut::done;
+  // The client proves it holds the TCP connection right at its cutover point
+  // (core/binding.h): only while its TCP side can still carry the proof.
+  if (link.client && (fd < 0 || link.fin_sent.load() || (!may_wait && !binding::room(fd)))) return Cut::later;
+  wire::Proof proof;
+  {
+    std::lock_guard<Lock> lock(link.channel->mu());
+    Channel& ch = *link.channel;
+    if (link.tx_left.load() || link.handed_off.load()) return Cut::failed;  // going back to TCP: the ring takes nothing
+    if (ch.peer_handoff()) {
+      // The peer reads TCP only from now on: this side never cuts over.
+      down::want(link, down::Why::handoff);
+      return Cut::failed;
+    }
+    // The server's bytes go by TCP until the client has proven itself.
+    if (!link.client && !ch.trusted()) return ch.failed() ? Cut::failed : Cut::later;
+    // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
+    // ring's bytes begin (core/down.h).
+    if (!ch.post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return Cut::failed;
+    link.tx_cut = true;
+    ch.set_queue_limit_st(queue_limit(s, ch));
+    // The program ended its sending side on TCP before the upgrade settled: nothing
+    // follows the cutover point but the end of the stream.
+    if (link.fin_sent.load()) ch.finish_st();
+    proof = ch.proof();
   }
-  // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
-  // ring's bytes begin (core/down.h).
-  if (!link.channel->post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return false;
-  link.tx_cut = true;
-  link.channel->set_queue_limit_st(queue_limit(s, *link.channel));
-  // The program ended its sending side on TCP before the upgrade settled: nothing
-  // follows the cutover point but the end of the stream.
-  if (link.fin_sent.load()) link.channel->finish_st();
-  return true;
+  if (!link.client) return Cut::done;
+  // Right behind the cutover point on TCP; the bytes sent from now on wait in the send
+  // queue until the server answers it (Op::bound).
+  link.proof_us.store(now_us(), std::memory_order_relaxed);
+  if (binding::send_proof(fd, proof, may_wait)) return Cut::done;
+  std::lock_guard<Lock> lock(link.channel->mu());
+  link.channel->fail_st("the TCP connection did not take the proof");
+  return Cut::failed;
+}
+
+void cut_over_now(int fd, Socket& s, Link& link) noexcept {
+  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
+  if (tx.owns_lock() && !link.tx_cut && !link.down.load() && link.tcp_senders == 0 && link.established())
+    cut_over(fd, s, link, false);
 }
 
 void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept {
   std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
   if (tx.owns_lock() && (link->tx_cut || link->down.load())) return;
+  if (link->client && link->fin_sent.load()) {
+    // Its TCP side ended before the upgrade settled: no proof can follow, so this side
+    // never cuts over. The RDMA side goes: the server, seeing it go, reads TCP to its end
+    // (and this side reads the server's bytes from TCP, the server never being bound).
+    rdma_disconnect(link->channel->id());
+    down::want(*link, down::Why::failed);
+    return;
+  }
   if (tx.owns_lock() && link->tcp_senders == 0) {
-    cut_over(s, *link);
+    if (!link->client) {
+      cut_over(-1, s, *link, false);
+      return;
+    }
+    // The program's socket, while the number is surely still its (upgrade's watch_mu).
+    std::lock_guard<Lock> w(link->watch_mu);
+    if (!link->unwatched) cut_over(link->fd, s, *link, false);
     return;
   }
   if (!link->fin_sent.load()) return;
@@ -500,6 +553,31 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept {
     if (SocketRef again = link->socket.lock(); again && again->transport() == Transport::rdma)
       cut_over_soon(link, *again);
   });
+}
+
+void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
+  if (link->client || !link->established() || link->down.load() || link->forged.load() || link->channel->trusted())
+    return;
+  SocketRef s = link->socket.lock();
+  if (!s) return;
+  binding::Verdict v = binding::Verdict::wait;
+  int fd = -1;
+  {
+    std::unique_lock<Lock> rx(s->rx_mu, std::try_to_lock);
+    if (!rx.owns_lock()) return;  // a receive is looking: it takes the proof itself
+    std::lock_guard<Lock> w(link->watch_mu);
+    if (link->unwatched) return;
+    {
+      std::lock_guard<Lock> lock(link->channel->mu());
+      Channel& ch = *link->channel;
+      ch.progress_st();
+      if (!ch.peer_cutover_known() || link->tcp_received.load() < ch.peer_cutover()) return;
+    }
+    fd = link->fd;
+    v = binding::look(fd, *link);
+    if (v == binding::Verdict::proven) cut_over_now(fd, *s, *link);
+  }
+  if (v == binding::Verdict::refused) down::want(*link, down::Why::forged);
 }
 
 namespace {
@@ -558,7 +636,16 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     down::Why why = down::Why::failed;
     {
       std::unique_lock<Lock> tx(s.tx_mu);
-      if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      if (!by_tcp && !link.tx_cut && !(flags & MSG_OOB) && !link.orphaned && !link.fin_sent && !link.tx_left.load()) {
+        const Cut cut = cut_over(fd, s, link, !nonblock);
+        if (cut == Cut::failed) {
+          down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
+          continue;
+        }
+        by_tcp = cut == Cut::later;
+      }
+      if (by_tcp) {
         ++link.tcp_senders;
         tx.unlock();
         Slice rest(iov, iovcnt, sent, total - sent, total);
@@ -576,10 +663,6 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         return epipe(sent, flags);
       }
       if (link.tx_left.load()) continue;  // going back to TCP
-      if (!cut_over(s, link)) {
-        down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
-        continue;
-      }
       if (total == 0) return 0;
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
@@ -742,7 +825,16 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     }
     {
       std::unique_lock<Lock> tx(s.tx_mu);
-      if (!link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0)) {
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      if (!by_tcp && !link.tx_cut && !link.orphaned && !link.fin_sent) {
+        const Cut cut = cut_over(fd, s, link, !s.nonblocking.load() && !(flags & SPLICE_F_NONBLOCK));
+        if (cut == Cut::failed) {
+          down::want(link, down::Why::failed);
+          continue;
+        }
+        by_tcp = cut == Cut::later;
+      }
+      if (by_tcp) {
         // TCP still carries this side's bytes: the kernel's splice, counted like a send.
         ++link.tcp_senders;
         tx.unlock();
@@ -751,10 +843,6 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       if (link.orphaned || link.fin_sent) {
         tx.unlock();
         return epipe(0, 0);
-      }
-      if (!cut_over(s, link)) {
-        down::want(link, down::Why::failed);
-        continue;
       }
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
@@ -821,7 +909,7 @@ long shutdown(int fd, Socket& s, int how) noexcept {
         tx.lock();
       }
     }
-    end_send_side(s, link, false);
+    end_send_side(fd, s, link, false);
   }
   link.signal.bump();
   return 0;
@@ -840,12 +928,18 @@ void abort_if_unread(int fd, Socket& s) noexcept {
   if (real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort) == 0) s.linger_s.store(0);
 }
 
-void end_send_side(Socket& s, Link& link, bool abortive) noexcept {
-  const bool cut = cut_over(s, link);
+void end_send_side(int fd, Socket& s, Link& link, bool abortive) noexcept {
+  const Cut cut = cut_over(fd, s, link, false);
+  if (cut == Cut::later && !link.fin_sent && fd >= 0 && !abortive) {
+    // Not cut over (yet): TCP carries the end of the stream, as every byte before it.
+    link.fin_sent = true;
+    real.shutdown(fd, SHUT_WR);
+    return;
+  }
   std::lock_guard<Lock> lock(link.channel->mu());
   if (abortive) {
     link.channel->abort_st();
-  } else if (!link.fin_sent && cut) {
+  } else if (!link.fin_sent && cut == Cut::done) {
     link.channel->finish_st();
   }
   link.fin_sent = true;

@@ -21,7 +21,15 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
 // Cuts the send side over to the ring (the first RDMA message names the bytes TCP
 // carried). Needs s.tx_mu held, the link established and no kernel send running
 // (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.
-bool cut_over(Socket& s, Link& link) noexcept;
+// later: not now, TCP carries the bytes meanwhile: a server not yet bound to its
+// client (core/binding.h), or a client that cannot write its proof into TCP now (fd,
+// the program's socket, is -1, its TCP side ended, or it has no room and the caller
+// may not wait for some). failed: the channel failed (the caller goes back to TCP).
+enum class Cut { done, later, failed };
+Cut cut_over(int fd, Socket& s, Link& link, bool may_wait) noexcept;
+// cut_over unless a send is in progress (then the next send does it). Needs rx_mu or
+// nothing held; not the poller.
+void cut_over_now(int fd, Socket& s, Link& link) noexcept;
 // On the poller, once the upgrade settled: cut_over now if no send is in progress;
 // otherwise the next send does it. A send side the program already ended on TCP has no
 // next send, so its cutover (which carries the end of the stream) is tried again
@@ -31,7 +39,11 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept;
 // once the send queue drained, or, for an abortive close (SO_LINGER {1, 0}), drops the
 // queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and
 // no kernel send running.
-void end_send_side(Socket& s, Link& link, bool abortive) noexcept;
+// fd: the program's socket, or -1 once it closed it.
+void end_send_side(int fd, Socket& s, Link& link, bool abortive) noexcept;
+// On the poller, when the server's TCP side has news: takes the client's proof if it
+// waits there (core/binding.h), so that a server program that is not reading binds too.
+void look_for_proof(const std::shared_ptr<Link>& link) noexcept;
 // Moves the connection back to kernel TCP before it leaves this program (exec,
 // SCM_RIGHTS): the peer resends what this side did not read, with no header, and this
 // side's backlog goes out first, so whoever reads or writes the socket next sees the

@@ -1,7 +1,9 @@
 #include "core/upgrade.h"
 
 #include "core/upgrade_state.h"
+#include "core/wait.h"
 
+#include "core/binding.h"
 #include "core/claims.h"
 #include "core/config.h"
 #include "core/down.h"
@@ -215,9 +217,32 @@ constexpr auto kProbeEvery = std::chrono::seconds(1);
 
 void schedule_probe_st();
 
+// Binding (core/binding.h), once a tick: a server whose client's proof came while
+// nobody could take it takes it now; a client whose server has not answered its proof
+// for binding::kPatience goes on over TCP (its queued bytes with it).
+void binding_tick_st(Link* l) {
+  if (l->channel->trusted() || l->down.load()) return;
+  auto it = st().conns.find(l);
+  if (it == st().conns.end()) return;
+  const Conn* c = it->second.get();
+  if (!l->client) return stream::look_for_proof(c->link);
+  const int64_t sent = l->proof_us.load(std::memory_order_relaxed);
+  if (sent == 0 || now_us() - sent < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
+    return;
+  stats::add(stats::g.upgrades_unproven, 1);
+  FERRY_LOG(warn, "binding", "port %u -> %u: the RDMA peer never answered our proof: going on over TCP",
+            c->local_port, c->peer_port);
+  {
+    std::lock_guard<Lock> lock(l->channel->mu());
+    l->channel->fail_st("the peer did not prove it holds the TCP connection");
+  }
+  down::want(*l, down::Why::failed);  // the queued bytes go over TCP at the program's next call
+}
+
 void probe_tick_st() {
   FERRY_POLLER_ONLY();
   st().probing = false;
+  for (Link* l : st().live) binding_tick_st(l);
   for (Link* l : st().live) {
     std::lock_guard<Lock> lock(l->channel->mu());
     l->channel->probe_st();
@@ -403,8 +428,12 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
-      if (!c->pending->set_peer(w.ring, why) || !c->pending->activate(why))
-        return fail_st(c, reason_of(why), why.c_str());
+      if (!c->pending->set_peer(w.ring, why)) return fail_st(c, reason_of(why), why.c_str());
+      uint64_t secret = 0;
+      if (!binding::secret(secret)) return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
+      // Nothing the server says counts until it proved it read our proof (core/binding.h).
+      c->pending->await_bound_st(w.nonce, secret);
+      if (!c->pending->activate(why)) return fail_st(c, reason_of(why), why.c_str());
       if (rdma_establish(c->pending->id()) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_establish failed");
       return established_st(c);
     }
@@ -459,12 +488,20 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
   c->pending = build_channel_st(c, std::move(id), ring, why);
   if (!c->pending) return fail_st(c, reason_of(why), why.c_str());
+  // Whoever asked must prove, through the TCP connection, that it is its client before
+  // anything of the ring counts (core/binding.h).
+  wire::Nonce nonce;
+  if (!binding::nonce(nonce)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
+  }
+  c->pending->await_proof_st(nonce);
   if (!c->pending->set_peer(h.ring, why) || !c->pending->activate(why)) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, reason_of(why), why.c_str());
   }
   uint8_t welcome[wire::kWelcomeSize];
-  wire::encode(wire::Welcome{c->pending->local_ring()}, welcome);
+  wire::encode(wire::Welcome{c->pending->local_ring(), nonce}, welcome);
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
@@ -549,6 +586,9 @@ void Conn::on_event_st(uint32_t) {
   }
   link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
+  // A server still waiting for its client's proof takes it as it arrives, whether or
+  // not the program reads now.
+  if (!link->client && link->established()) stream::look_for_proof(link);
 }
 
 void adopt_st(std::unique_ptr<Conn> conn) {
@@ -600,7 +640,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
     rdma_disconnect(link->channel->id());
   } else if (link->channel) {
     const auto now = Clock::now();
-    bool drained;
+    bool drained, to_tcp;
     {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
@@ -609,13 +649,21 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
       // A peer that disconnected reads nothing more: what is left is lost with it, as
       // with kernel TCP when the peer's socket is gone.
       drained = ch.failed() || link->peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
+      // A client's bytes held for a peer that never proved it was the TCP connection's
+      // server (core/binding.h) belong to that server: they go over TCP.
+      to_tcp = link->client && !ch.trusted() && !ch.drained_st() && (ch.failed() || link->peer_gone.load());
       if (ch.unsent_st() != unsent) progress = now;
+    }
+    if (to_tcp) {
+      down::want(*link, down::Why::failed);
+      return retire_st(link, now);
     }
     if (!drained && now - progress < kRetirePatience) {
       const auto next = now - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
       poller::at_st(now + next, [link, progress] { retire_st(link, progress); });
       return;
     }
+    down::close_dup(*link);  // kept for a binding that came (closing())
     rdma_disconnect(link->channel->id());
   } else if (link->client && c->committed && link->phase.load() == Link::Phase::handshake) {
     return await_answer_st(c);
@@ -757,8 +805,13 @@ void server_listening(int fd, const SocketRef& s) noexcept {
         FERRY_LOG(debug, "upgrade", "port %u: another process's reuseport listener takes its requests", l->port);
         return;
       }
-      FERRY_LOG(info, "upgrade", "no rdma_cm listener on port %u (%s): its connections stay on TCP", l->port,
-                strerror(err));
+      // Someone else holds the port in rdma_cm's port space (any user may bind one): it
+      // cannot carry this listener's connections (core/binding.h), which stay on TCP.
+      FERRY_LOG(warn, "upgrade",
+                "port %u: no rdma_cm listener (%s): its connections stay on TCP. %s", l->port, strerror(err),
+                err == EADDRINUSE ? "Another program holds the port in rdma_cm's port space (see `ss`-like "
+                                    "`rdma resource show cm_id`); stop it, or listen on another port."
+                                  : "");
       return;
     }
     FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);
@@ -904,8 +957,12 @@ void closing(int fd, Socket& s, bool last) noexcept {
   if (!s.link) return;
   handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
   if (s.link->fd == fd) unwatch(*s.link);
-  // Going back to TCP: the backlog must outlive the program's descriptors.
-  if (s.link->down.load() && !s.link->inherited && s.transport() == Transport::rdma) down::prepare(fd, *s.link);
+  // Going back to TCP: the backlog must outlive the program's descriptors. So must a
+  // client's bytes held for a server that has not answered its proof yet
+  // (core/binding.h): they go over TCP if it never does.
+  if (!s.link->inherited && s.transport() == Transport::rdma &&
+      (s.link->down.load() || (s.link->client && s.link->established() && !s.link->channel->trusted())))
+    down::prepare(fd, *s.link);
   if (last) stream::abort_if_unread(fd, s);
 }
 
@@ -935,7 +992,7 @@ void release(Socket& s) noexcept {
     down::released(*link);
   } else if (link->established()) {
     std::lock_guard<Lock> tx(s.tx_mu);
-    stream::end_send_side(s, *link, s.linger_s.load() == 0);
+    stream::end_send_side(-1, s, *link, s.linger_s.load() == 0);
     std::lock_guard<Lock> lock(link->channel->mu());
     link->channel->flush_st();
   }

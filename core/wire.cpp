@@ -2,6 +2,7 @@
 
 #include "core/ring.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ferry::wire {
@@ -64,6 +65,7 @@ const char* to_string(Error e) {
     case Error::bad_version: return "unsupported protocol version";
     case Error::bad_ring: return "ring size or address out of range";
     case Error::bad_port: return "port 0";
+    case Error::bad_nonce: return "not the nonce this side sent";
   }
   return "?";
 }
@@ -89,10 +91,11 @@ Error decode(const void* data, size_t len, Hello& out) {
   return Error::ok;
 }
 
-// Welcome: header(8) ring(20) = 28
+// Welcome: header(8) ring(20) nonce(16) = 44
 void encode(const Welcome& w, uint8_t out[kWelcomeSize]) {
   put_header(out);
   put_ring(out + 8, w.ring);
+  memcpy(out + 28, w.nonce.data(), kNonceSize);
 }
 
 Error decode(const void* data, size_t len, Welcome& out) {
@@ -101,6 +104,7 @@ Error decode(const void* data, size_t len, Welcome& out) {
   if (Error e = check_header(p); e != Error::ok) return e;
   Welcome w;
   if (Error e = get_ring(p + 8, w.ring); e != Error::ok) return e;
+  memcpy(w.nonce.data(), p + 28, kNonceSize);
   out = w;
   return Error::ok;
 }
@@ -125,6 +129,32 @@ Error decode(const void* data, size_t len, Redirect& out) {
   return Error::ok;
 }
 
+// Proof: header(8) nonce(16) secret(8) = 32, the magic "FRYB" rather than "FRRY"
+constexpr uint32_t kProofMagic = 0x46525942;
+
+void encode(const Proof& p, uint8_t out[kProofSize]) {
+  put32(out, kProofMagic);
+  out[4] = kVersion;
+  out[5] = out[6] = out[7] = 0;
+  memcpy(out + 8, p.nonce.data(), kNonceSize);
+  put64(out + 24, p.secret);
+}
+
+Error decode(const void* data, size_t len, const Nonce& nonce, Proof& out) {
+  if (!data) return Error::too_short;
+  uint8_t expect[kProofKnown];
+  encode(Proof{nonce, 0}, expect);
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < std::min(len, kProofKnown); ++i) {
+    if (p[i] == expect[i]) continue;
+    return i < 4 ? Error::bad_magic : i < 8 ? Error::bad_version : Error::bad_nonce;
+  }
+  if (len < kProofSize) return Error::too_short;
+  out.nonce = nonce;
+  out.secret = get64(p + 24);
+  return Error::ok;
+}
+
 // Control: op(1) reserved(3) count(4) value(8) = 16
 void encode(const Control& c, uint8_t out[kControlSize]) {
   memset(out, 0, kControlSize);
@@ -136,7 +166,7 @@ void encode(const Control& c, uint8_t out[kControlSize]) {
 bool decode(const void* data, size_t len, Control& out) {
   if (!data || len != kControlSize) return false;
   const auto* p = static_cast<const uint8_t*>(data);
-  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::handoff)) return false;
+  if (p[0] < static_cast<uint8_t>(Op::cutover) || p[0] > static_cast<uint8_t>(Op::bound)) return false;
   out.op = static_cast<Op>(p[0]);
   out.count = get32(p + 4);
   out.value = get64(p + 8);

@@ -50,12 +50,44 @@ TEST(Wire, WelcomeRoundTrip) {
   uint8_t buf[kWelcomeSize];
   Welcome w;
   w.ring = {4096, 7, 65536};
+  for (size_t i = 0; i < kNonceSize; ++i) w.nonce[i] = static_cast<uint8_t>(0xa0 + i);
   encode(w, buf);
   Welcome got;
   ASSERT_EQ(decode(buf, sizeof buf, got), Error::ok);
   EXPECT_EQ(got.ring.addr, 4096u);
   EXPECT_EQ(got.ring.rkey, 7u);
   EXPECT_EQ(got.ring.size, 65536u);
+  EXPECT_EQ(got.nonce, w.nonce);
+  EXPECT_EQ(decode(buf, kWelcomeSize - 1, got), Error::too_short);  // a v6 Welcome carries no nonce
+}
+
+// The client's proof on TCP: the server knows its first 24 bytes and judges each byte
+// as it arrives, so a stream that is not a proof is told apart at its first difference.
+TEST(Wire, ProofIsJudgedByteByByte) {
+  Nonce n;
+  for (size_t i = 0; i < kNonceSize; ++i) n[i] = static_cast<uint8_t>(i * 7 + 1);
+  uint8_t buf[kProofSize];
+  encode(Proof{n, 0x1122334455667788ULL}, buf);
+  Proof got;
+  ASSERT_EQ(decode(buf, sizeof buf, n, got), Error::ok);
+  EXPECT_EQ(got.secret, 0x1122334455667788ULL);
+  for (size_t len = 0; len < kProofSize; ++len) EXPECT_EQ(decode(buf, len, n, got), Error::too_short) << len;
+  for (size_t at = 0; at < kProofKnown; ++at) {
+    uint8_t bad[kProofSize];
+    memcpy(bad, buf, sizeof bad);
+    bad[at] ^= 0x40;
+    const Error want = at < 4 ? Error::bad_magic : at < 8 ? Error::bad_version : Error::bad_nonce;
+    EXPECT_EQ(decode(bad, at + 1, n, got), want) << at;  // as soon as the byte is there
+    EXPECT_EQ(decode(bad, sizeof bad, n, got), want) << at;
+  }
+  Nonce other = n;
+  other[15] ^= 1;
+  EXPECT_EQ(decode(buf, sizeof buf, other, got), Error::bad_nonce);
+  // Any secret is the client's to choose.
+  buf[kProofSize - 1] ^= 0xff;
+  EXPECT_EQ(decode(buf, sizeof buf, n, got), Error::ok);
+  const char* app = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";  // a client's own bytes are no proof
+  EXPECT_EQ(decode(app, strlen(app), n, got), Error::bad_magic);
 }
 
 TEST(Wire, MalformedHellosAreRejectedAndLeaveTheOutputAlone) {
@@ -104,7 +136,7 @@ TEST(Wire, RandomBytesNeverDecodeAsAHello) {
 
 TEST(Wire, ControlRoundTripAndRejects) {
   uint8_t buf[kControlSize];
-  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin, Op::sleep, Op::wake, Op::handoff}) {
+  for (Op op : {Op::cutover, Op::credit, Op::blocked, Op::fin, Op::sleep, Op::wake, Op::handoff, Op::bound}) {
     encode(Control{op, 0x0123456789abcdefULL, 0x8badf00d}, buf);
     Control c;
     ASSERT_TRUE(decode(buf, sizeof buf, c));
@@ -118,7 +150,7 @@ TEST(Wire, ControlRoundTripAndRejects) {
   EXPECT_FALSE(decode(buf, sizeof buf, c));
   buf[0] = 99;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
-  buf[0] = static_cast<uint8_t>(Op::handoff) + 1;
+  buf[0] = static_cast<uint8_t>(Op::bound) + 1;
   EXPECT_FALSE(decode(buf, sizeof buf, c));
 }
 

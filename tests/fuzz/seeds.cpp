@@ -52,12 +52,15 @@ int main(int argc, char** argv) {
   b.assign(kWelcomeSize, 0);
   encode(w, b.data());
   put(pd, "welcome", b);
+  b.assign(kProofSize, 0);
+  encode(Proof{w.nonce, 0x0102030405060708ULL}, b.data());
+  put(pd, "proof", b);
   b.assign(148, 0);  // a reject's private data, padded
   encode(Redirect{20001}, b.data());
   put(pd, "redirect", b);
 
   const std::string ctl = top + "/wire_control";
-  for (int op = 1; op <= 6; ++op) {
+  for (int op = 1; op <= 8; ++op) {
     b.assign(kControlSize, 0);
     encode(Control{static_cast<Op>(op), 0x10000 + op * 4096u, static_cast<uint32_t>(op)}, b.data());
     put(ctl, "op" + std::to_string(op), b);

@@ -1,6 +1,6 @@
 // The rdma_cm private data a peer sends (Hello in the connect request, Welcome in the
-// accept, Redirect in a reject), fed to the decoders as it comes off the fabric, any
-// length.
+// accept, Redirect in a reject), and the bytes a server finds on TCP where a client's
+// Proof belongs, fed to the decoders as they come, any length.
 //
 // Invariants: a decoder reads nothing past the length it is given (the bytes sit in a
 // buffer of exactly that length); its verdict is the one an independent reading of the
@@ -13,6 +13,7 @@
 #include "core/wire.h"
 #include "tests/fuzz/fuzz.h"
 
+#include <cstring>
 #include <memory>
 
 namespace ferry::fuzz {
@@ -50,7 +51,18 @@ bool same(const RingRef& a, const RingRef& b) { return a.addr == b.addr && a.rke
 bool same(const Hello& a, const Hello& b) {
   return a.client_port == b.client_port && a.server_port == b.server_port && same(a.ring, b.ring);
 }
-bool same(const Welcome& a, const Welcome& b) { return same(a.ring, b.ring); }
+bool same(const Welcome& a, const Welcome& b) { return same(a.ring, b.ring) && a.nonce == b.nonce; }
+
+// A Proof's verdict against the nonce `n`: the known bytes (magic "FRYB", version,
+// reserved zeros, nonce) first, each judged as soon as it is there, then the length.
+Error expected_proof(const uint8_t* p, size_t len, const Nonce& n) {
+  uint8_t known[kProofKnown] = {'F', 'R', 'Y', 'B', kVersion, 0, 0, 0};
+  memcpy(known + 8, n.data(), kNonceSize);
+  for (size_t i = 0; i < len && i < kProofKnown; ++i) {
+    if (p[i] != known[i]) return i < 4 ? Error::bad_magic : i < 8 ? Error::bad_version : Error::bad_nonce;
+  }
+  return len < kProofSize ? Error::too_short : Error::ok;
+}
 
 // Equal apart from the header's 3 reserved bytes (encode writes zeros, decode ignores them).
 bool same_bytes(const uint8_t* a, const uint8_t* b, size_t n) {
@@ -99,6 +111,23 @@ void decode_as_received(const uint8_t* data, size_t size) {
     FUZZ_CHECK(same_bytes(again, buf.get(), kWelcomeSize));
   }
 
+  // The proof is judged against a nonce taken from the input itself (so that the fuzzer
+  // reaches the secret) and against a fixed one.
+  Nonce n{};
+  for (size_t i = 0; i < kNonceSize && 8 + i < size; ++i) n[i] = buf[8 + i];
+  for (const Nonce& nonce : {n, Nonce{}}) {
+    Proof pr{Nonce{}, 0x5a5a};
+    const Error ep = decode(buf.get(), size, nonce, pr);
+    FUZZ_CHECK(ep == expected_proof(buf.get(), size, nonce));
+    if (ep != Error::ok) {
+      FUZZ_CHECK(pr.secret == 0x5a5a);
+    } else {
+      uint8_t again[kProofSize];
+      encode(pr, again);
+      FUZZ_CHECK(memcmp(again, buf.get(), kProofSize) == 0);
+    }
+  }
+
   Redirect r{0x4321};
   const Error er = decode(buf.get(), size, r);
   FUZZ_CHECK(er == expected_redirect(buf.get(), size));
@@ -133,6 +162,7 @@ void encode_fields(Input in) {
 
   Welcome w;
   w.ring = h.ring;
+  for (size_t i = 0; i < kNonceSize; ++i) w.nonce[i] = in.u8();
   memset(buf, 0xa5, sizeof buf);
   encode(w, buf);
   FUZZ_CHECK(buf[kWelcomeSize] == 0xa5);
