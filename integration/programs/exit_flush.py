@@ -7,7 +7,10 @@ and leaves at once, HOW: "_exit" (os._exit with the bytes still on their way), "
 os._exit), "exec" (os.execv of /bin/true: the socket is close-on-exec, as Python's
 are), "sigterm" or "sigint" (the signal's default action, which ends the process),
 "sigpipe" (SIGPIPE's default put back, then a write to a pipe nobody reads).
-Kernel TCP delivers every byte after the process is gone. The client
+Kernel TCP delivers every byte after the process is gone. With FLUSH_GO set (a path),
+the server sends only once that file exists (the test bed makes it once `ferry stat`
+of the server counts the connection upgraded: every byte goes over RDMA, however slow
+the upgrade; the server runs no `ferry stat` itself, which would fork). The client
 sends the byte, waits DELAY seconds (default 0), reads to the end and prints the byte
 count, the stream's sha256 and how it ended; exits 1 unless it got the whole stream
 and an orderly end ("prefix": BLOCK repeated, of any length, instead, read at most 64 KiB
@@ -41,6 +44,8 @@ def server(ip, port, how, size):
     print("listening", flush=True)
     conn, _ = listener.accept()
     conn.recv(1)
+    while os.environ.get("FLUSH_GO") and not os.path.exists(os.environ["FLUSH_GO"]):
+        time.sleep(0.05)
     conn.sendall(stream(size))
     if how == "exit":
         sys.exit(0)

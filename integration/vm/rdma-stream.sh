@@ -71,10 +71,12 @@ expect() {  # expect SIDE FIELD OP VALUE
   fi
 }
 
-# Where the bytes went: ferry's counters add up to the whole stream, and the kernel's
-# own TCP byte counts are exactly the bytes ferry sent before the cutover.
-expect_rdma() {  # expect_rdma STREAM_BYTES_EACH_WAY CONNECTIONS
-  local side k f r conns=$2
+# Where the bytes went: ferry's counters add up to the whole stream, the kernel's own
+# TCP byte counts are exactly the bytes ferry sent before the cutover, and at least
+# MIN_RDMA bytes (all of the streams' by default: with STREAM_FERRY each side sends its
+# body once every connection upgraded, on any machine) went over RDMA.
+expect_rdma() {  # expect_rdma STREAM_BYTES_EACH_WAY CONNECTIONS [MIN_RDMA]
+  local side k f r conns=$2 least=${3:-$1}
   for side in client server; do
     k=$(kernel $side sent)
     f=$(counter $side bytes_tcp_sent)
@@ -83,20 +85,20 @@ expect_rdma() {  # expect_rdma STREAM_BYTES_EACH_WAY CONNECTIONS
     [ "$k" -ge "$f" ] && [ "$k" -le $((f + 2 * conns)) ] ||
       fail "$side: kernel TCP carried $k bytes, ferry counted $f before the cutover"
     [ $((f + r)) -ge "$1" ] || fail "$side: $f + $r bytes sent, expected at least $1"
-    [ "$r" -gt $(( $1 / 2 )) ] || fail "$side: only $r of $1 bytes went over RDMA"
+    [ "$r" -ge "$least" ] || fail "$side: only $r of $1 bytes went over RDMA (want $least)"
     say "[$scenario] $side sent $f bytes on kernel TCP (before the cutover) and $r over RDMA"
   done
 }
 
 scenario_integrity_one() {
-  pair ferry ferry 1 "$ip" $((64 << 20))
+  STREAM_FERRY=$ferry pair ferry ferry 1 "$ip" $((64 << 20))
   expect client upgraded -eq 1
   expect server upgraded -eq 1
   expect_rdma $((64 << 20)) 1
 }
 
 scenario_integrity_many() {
-  STREAM_SETTLE=4 pair ferry ferry 64 "$ip" 1 7 4093 65537 1000003 262147 3000017 4096 131072
+  STREAM_FERRY=$ferry pair ferry ferry 64 "$ip" 1 7 4093 65537 1000003 262147 3000017 4096 131072
   expect client upgraded -eq 64
   expect server upgraded -eq 64
   expect_rdma 30000000 64
@@ -106,7 +108,7 @@ scenario_integrity_many() {
 # connection: the parents' connections stay on RDMA, every byte intact.
 scenario_fork_during() {
   export STREAM_FORK_EVERY=$((2 << 20))
-  pair ferry ferry 2 "$ip" $((32 << 20))
+  STREAM_FERRY=$ferry pair ferry ferry 2 "$ip" $((32 << 20))
   unset STREAM_FORK_EVERY
   expect client upgraded -eq 2
   expect server upgraded -eq 2
@@ -116,7 +118,7 @@ scenario_fork_during() {
 # The bodies go through pipes and splice() both ways: carried over RDMA, every byte intact.
 scenario_splice() {
   export STREAM_SPLICE=1
-  pair ferry ferry 2 "$ip" $((16 << 20)) 1000003
+  STREAM_FERRY=$ferry pair ferry ferry 2 "$ip" $((16 << 20)) 1000003
   unset STREAM_SPLICE
   expect client upgraded -eq 2
   expect server upgraded -eq 2
@@ -177,7 +179,7 @@ link_down_for_failover() {
 # It runs last: connections made right after the link comes back do not upgrade.
 scenario_failover() {
   cut_when client $((8 << 20)) link_down_for_failover 2
-  pair ferry ferry 2 "$ip" $((64 << 20))
+  STREAM_FERRY=$ferry pair ferry ferry 2 "$ip" $((64 << 20))
   wait $cutter
   ip link set veth0 up
   for _ in $(seq 50); do rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break; sleep 0.2; done
@@ -394,11 +396,13 @@ scenario_plain_server_remembered() {
 # The server accepts its connections late, after their clients sent data and asked for
 # the upgrade: the requests wait for the accept, and the connections upgrade.
 scenario_late_accept() {
-  # Large streams: until the accept, the clients fill the kernel's buffers on TCP.
+  # Large streams: until the accept, the clients fill the kernel's buffers on TCP (on
+  # purpose: no STREAM_FERRY wait); then the sends in flight at the upgrade go on TCP
+  # too. At least half of the streams must cross RDMA.
   STREAM_ACCEPT_DELAY=3 pair ferry ferry 4 "$ip" 16000057
   expect client upgraded -eq 4
   expect server upgraded -eq 4
-  expect_rdma 64000228 4
+  expect_rdma 64000228 4 32000114
 }
 
 # The server accepts late (the client's request is held for it) and then only sends:
@@ -452,7 +456,7 @@ scenario_accept_too_late() {
 # A server-speaks-first protocol: the greeting goes on TCP before the client has sent
 # anything (so before the upgrade is asked for), and arrives in order.
 scenario_server_first() {
-  STREAM_SETTLE=2 STREAM_SERVER_FIRST=1 pair ferry ferry 4 "$ip" 1000003
+  STREAM_FERRY=$ferry STREAM_SERVER_FIRST=1 pair ferry ferry 4 "$ip" 1000003
   expect client upgraded -eq 4
   expect server upgraded -eq 4
   expect_rdma 4000012 4
@@ -461,7 +465,7 @@ scenario_server_first() {
 # IPv6 sockets with v4-mapped addresses at both ends (the test bed's fabric is IPv4):
 # they upgrade like IPv4.
 scenario_v4_mapped() {
-  STREAM_SETTLE=1 pair ferry ferry 2 "::ffff:$ip" 1000003
+  STREAM_FERRY=$ferry pair ferry ferry 2 "::ffff:$ip" 1000003
   expect client upgraded -eq 2
   expect server upgraded -eq 2
   expect_rdma 1000003 2
@@ -479,7 +483,7 @@ forge() {
   [ "$n" -eq 10 ] || fail "$n of 10 forged requests refused"
 }
 scenario_forged() {
-  STREAM_SETTLE=1 PAIR_BEFORE_CLIENT=forge pair "ferry FERRY_ACCEPT_WAIT_MS=1000" ferry 1 "$ip" 1000003
+  STREAM_FERRY=$ferry PAIR_BEFORE_CLIENT=forge pair "ferry FERRY_ACCEPT_WAIT_MS=1000" ferry 1 "$ip" 1000003
   expect server requests_malformed -eq 9
   expect server requests_unmatched -eq 1
   expect client upgraded -eq 1
@@ -507,9 +511,6 @@ scenario_memlock() {
   say "[$scenario] $up upgraded, $res kept on TCP for want of registered memory"
 }
 
-# 1,000 connections upgraded at the same time in one process (16 KiB rings): each side
-# holds every connection open for a while; meanwhile `ferry stat` of the server must show
-# the rings of all 1,000 registered together (rdma_registered_bytes counts live ones).
 # Short connections ending every way request/response programs end them (shutdown or
 # close from either side, or both at once), with their upgrades often still in flight:
 # each carries exactly kernel TCP's bytes, and nothing waits for an end that never
@@ -526,29 +527,20 @@ scenario_endings() {
   done
 }
 
+# 1,000 connections upgraded at the same time in one process (16 KiB rings): each side
+# sends its bodies only once its counters show all 1,000 upgraded (STREAM_FERRY), so no
+# connection has ended at that reading, and the server's rdma_registered_bytes there
+# (live connections' rings) must hold the rings of all 1,000 together.
 scenario_thousand() {
   ulimit -n 8192
-  local s="ferry FERRY_RING_SIZE=16k FERRY_UPGRADE_TIMEOUT_MS=60000" need=$((1000 * 2 * 16384))
-  (
-    peak=0 t0=$SECONDS
-    for _ in $(seq 240); do
-      sleep 1
-      pid=$(pgrep -f "stream_check.py server $ip $((port + 1)) " | head -1)
-      [ -n "$pid" ] || continue
-      reg=$("$ferry" stat "$pid" 2>/dev/null | awk '$1 == "rdma_registered_bytes" {print $2}')
-      [ "${reg:-0}" -gt "$peak" ] && peak=$reg
-      [ "$peak" -ge "$need" ] && break
-    done
-    echo "$peak $((SECONDS - t0))" > "$out/$scenario.peak"
-  ) &
-  local watcher=$!
-  STREAM_SETTLE=${THOUSAND_SETTLE:-45} pair "$s" "$s" 1000 "$ip" 1000 4093
-  wait $watcher
-  read -r peak took < "$out/$scenario.peak"
+  local s="ferry FERRY_RING_SIZE=16k FERRY_UPGRADE_TIMEOUT_MS=60000" need=$((1000 * 2 * 16384)) held
+  STREAM_FERRY=$ferry pair "$s" "$s" 1000 "$ip" 1000 4093
+  held=$(sed -n 's/^upgraded [0-9]*, registered \([0-9]*\) bytes$/\1/p' "$out/$scenario.server.out")
   expect client upgraded -eq 1000
   expect server upgraded -eq 1000
-  [ "$peak" -ge "$need" ] || fail "server's live registered memory peaked at $peak bytes, under 1000 connections' rings"
-  say "[$scenario] server: $peak bytes registered at once (1000 connections' rings: $need), reached after ${took}s"
+  [ "${held:-0}" -ge "$need" ] ||
+    fail "server's registered memory once all 1000 upgraded: ${held:-no reading} bytes, under 1000 connections' rings"
+  say "[$scenario] server: ${held:-no} bytes registered at once (1000 connections' rings: $need)"
 }
 
 # A forked server listens on a fresh port and tells its client at once (qperf's data
@@ -575,7 +567,9 @@ scenario_listen_then_connect() {
 # the process. And a C++ server that leaves (_exit, SIGTERM) while another thread
 # streams for ever to a client slower than it (stream_exit): the process still ends,
 # and the client reads an intact stream to an orderly end. Each way runs on kernel TCP and under ferry at both ends; the client's
-# verdicts must be the same, the counters must show the bytes went over RDMA.
+# verdicts must be the same, the counters must show the bytes went over RDMA (all of
+# them: exit_flush's server sends once its connection upgraded, FLUSH_GO; stream_exit's
+# are only reported).
 scenario_exit_flush() {
   local how delay check size=$((8 << 20)) mode line base=$scenario
   for how in _exit exit close_exit linger exec sigterm sigint sigpipe thread_exit thread_sigterm; do
@@ -587,29 +581,48 @@ scenario_exit_flush() {
       port=$((port + 1))
       local -a spre=() cpre=()
       if [ $mode = ferry ]; then
-        spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.server.log" "$ferry")
+        spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.server.log" "FLUSH_GO=$out/$scenario.go" "$ferry")
         cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
       fi
-      rm -f "$out/$scenario".*.log
+      rm -f "$out/$scenario".*.log "$out/$scenario.go"
       case $how in
         thread_*) "${spre[@]}" "$build/stream_exit" "$ip" $port ${how#thread_} > "$out/$scenario.server.out" 2>&1 & ;;
         *) "${spre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" server "$ip" $port $how $size \
              > "$out/$scenario.server.out" 2>&1 & ;;
       esac
-      local server=$!
+      local server=$! goer=""
       for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
+      if [ $mode = ferry ] && [[ "$how" != thread_* ]]; then
+        # exit_flush's server sends once its counters show the connection upgraded (120 s
+        # at most, a hang limit; the counters then say it did not).
+        (
+          for _ in $(seq 1200); do
+            [ "$("$ferry" stat $server 2>/dev/null | awk '$1 == "upgraded" {print $2}')" = 1 ] && break
+            sleep 0.1
+          done
+          touch "$out/$scenario.go"
+        ) &
+        goer=$!
+      fi
       timeout 120 "${cpre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" client "$ip" $port $size $delay $check \
         > "$out/$scenario.client.out" 2>&1 || fail "client: $(tail -2 "$out/$scenario.client.out")"
       timeout 60 tail --pid=$server -f /dev/null || { kill $server 2>/dev/null; fail "server did not finish"; }
+      [ -z "$goer" ] || wait $goer
       local status=0 want=
       wait $server || status=$?  # os._exit(0) or the signal; a hung one failed above
       case $how in sigterm|thread_sigterm) want=143 ;; sigint) want=130 ;; sigpipe) want=141 ;; esac
       [ -z "$want" ] || [ $status -eq $want ] || fail "server ended with status $status, not $want (its signal)"
       line=$(tail -1 "$out/$scenario.client.out")
       say "[$scenario] $line"
-      if [ $mode = ferry ]; then
+      if [ $mode = ferry ] && [[ "$how" = thread_* ]]; then
+        # stream_exit starts sending at once and exits 0.5 s later: whether its connection
+        # upgraded by then, and how much crossed RDMA, depends on the machine's speed, so
+        # it is reported, not judged (its stream must be intact and end in order above).
+        say "[$scenario] client: upgraded $(counter client upgraded), $(counter client bytes_rdma_received)" \
+          "bytes received over RDMA, $(counter client bytes_tcp_received) on TCP"
+      elif [ $mode = ferry ]; then
         expect client upgraded -eq 1
-        expect client bytes_rdma_received -gt $((size / 2))
+        expect client bytes_rdma_received -ge "$size"
         case $how in *sig*) ;; *) expect server upgraded -eq 1 ;; esac  # a signal prints no counters
       fi
     done
