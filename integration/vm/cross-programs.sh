@@ -7,8 +7,11 @@
 # listens, host 2 when its clients are done; each host leaves its processes' counters
 # there, and host 2 prints the table of both.
 #   cross-programs.sh BUILD_DIR
-# Fails if a program fails, if either end of its connections did not upgrade, or if
-# too few of its bytes went over RDMA.
+# Fails if a program fails, if either end of its connections did not upgrade or no
+# byte went over RDMA, or if less than 99% of what wrk's connections carried once all
+# of them had upgraded went over RDMA. The share of each program's whole run (its
+# first bytes go on TCP while it upgrades, for as long as the machine takes) is
+# reported in the table, not judged.
 set -uo pipefail
 build=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,12 +61,12 @@ figures() {
 }
 fact() { awk -v k="$2" '$1 == k {print $2}' "$shared/$name.host$1"; }
 
-# program NAME MIN_RDMA_PCT: runs NAME_server on host 1 and NAME_client on host 2; on
-# host 2, checks that both ends upgraded and that MIN_RDMA_PCT% of all the bytes both
-# sent went over RDMA, and adds the row.
+# program NAME: runs NAME_server on host 1 and NAME_client on host 2; on host 2,
+# checks that both ends upgraded and that bytes went over RDMA, and adds the row (with
+# the share of the whole run's bytes that went over RDMA).
 program() {
   name=$1
-  local pct=$2 res=ok r t
+  local res=ok r t
   if [ "$host" = 1 ]; then
     "${name}_server"
     touch "$shared/$name.ready"
@@ -84,8 +87,7 @@ program() {
     fail "upgraded on host 1: $(fact 1 upgraded), host 2: $(fact 2 upgraded)"
   r=$(($(fact 1 bytes_rdma_sent) + $(fact 2 bytes_rdma_sent)))
   t=$(($(fact 1 bytes_tcp_sent) + $(fact 2 bytes_tcp_sent)))
-  [ "$r" -gt 0 ] && [ $((r * 100)) -ge $(((r + t) * pct)) ] ||
-    fail "only $r of $((r + t)) bytes went over RDMA (want $pct%)"
+  [ "$r" -gt 0 ] || fail "no byte went over RDMA ($t on TCP)"
   rows+=("$(printf '%-10s %-6s %9s %20s %20s %9s' "$name" "$res" "$(fact 1 upgraded)/$(fact 2 upgraded)" \
     "$(fact 1 bytes_tcp_sent)/$(fact 1 bytes_rdma_sent)" "$(fact 2 bytes_tcp_sent)/$(fact 2 bytes_rdma_sent)" \
     "$((r * 100 / (r + t)))%")")
@@ -143,18 +145,38 @@ nginx_client() {
     got=$(under client curl -sf "http://$peer:8088/big" | sha256sum)
     [ "$got" = "$want" ] || { fail "curl $i: the 8 MiB file came back different"; status=1; }
   done
-  under wrk wrk -t 2 -c 16 -d 8s "http://$peer:8088/small" > "$out/$name.wrk.out" 2>&1 &&
-    grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -qE 'Non-2xx|Socket errors' "$out/$name.wrk.out" ||
+  # wrk keeps 16 connections busy; once its counters show all 16 upgraded they are
+  # read, and again 3 s later, then wrk is stopped (SIGINT: it prints its results).
+  # Of what its connections carried in between, at least 99% went over RDMA. (wrk's -d
+  # and the 120 s for the upgrades are limits for hangs.)
+  under wrk wrk -t 2 -c 16 -d 600s "http://$peer:8088/small" > "$out/$name.wrk.out" 2>&1 &
+  local wrk=$! pid="" up=0 r t
+  for _ in $(seq 1200); do
+    pid=$(pgrep -n -x wrk) &&
+      up=$("$ferry" stat "$pid" 2>/dev/null | awk '$1 == "upgraded" {print $2}') && [ "${up:-0}" -ge 16 ] && break
+    kill -0 $wrk 2>/dev/null || break
+    sleep 0.1
+  done
+  [ "${up:-0}" -ge 16 ] || { fail "wrk: only ${up:-0} of its 16 connections upgraded after 120 s"; status=1; }
+  "$ferry" stat "$pid" > "$out/$name.wrk-upgraded.stat" 2>/dev/null
+  sleep 3
+  "$ferry" stat "$pid" > "$out/$name.wrk-later.stat" 2>/dev/null
+  kill -INT "$pid" 2>/dev/null || { fail "wrk ended before its window was measured"; status=1; }
+  wait $wrk && grep -q 'Requests/sec' "$out/$name.wrk.out" && ! grep -qE 'Non-2xx|Socket errors' "$out/$name.wrk.out" ||
     { fail "wrk: $(tail -3 "$out/$name.wrk.out")"; status=1; }
+  window() { awk -v f="$1" '$1 == f {v[FILENAME] = $2} END {print v[ARGV[2]] - v[ARGV[1]]}' \
+    "$out/$name.wrk-upgraded.stat" "$out/$name.wrk-later.stat"; }
+  r=$(( $(window bytes_rdma_sent) + $(window bytes_rdma_received) ))
+  t=$(( $(window bytes_tcp_sent) + $(window bytes_tcp_received) ))
+  [ $((r * 100)) -ge $(( (r + t) * 99 )) ] && [ "$r" -gt 0 ] ||
+    { fail "wrk's 3 s once upgraded: only $r of $((r + t)) bytes went over RDMA (want 99%)"; status=1; }
   return $status
 }
 
-# The least share of bytes over RDMA: the first bytes of every connection go on TCP
-# while it upgrades, which takes longer across the wire with one CPU per guest.
-program iperf3 20
-program redis 50
-program sockperf 75
-program nginx 50
+program iperf3
+program redis
+program sockperf
+program nginx
 
 if [ "$host" = 2 ]; then
   printf '\n%-10s %-6s %9s %20s %20s %9s\n' program result upgraded "host1->2 TCP/RDMA" "host2->1 TCP/RDMA" "on RDMA"
