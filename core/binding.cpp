@@ -76,9 +76,9 @@ bool send_proof(int fd, const wire::Proof& proof, bool may_wait) noexcept {
     if (r < 0 && errno == EINTR) continue;
     // Only a socket under memory pressure takes part of so small a write after poll()
     // said it had room: the rest follows as soon as it can.
-    if (r < 0 && errno == EAGAIN && (may_wait || (at > 0 && std::chrono::steady_clock::now() < until))) {
+    if (r < 0 && errno == EAGAIN && (may_wait || at > 0) && std::chrono::steady_clock::now() < until) {
       pollfd p{fd, POLLOUT, 0};
-      real.poll(&p, 1, may_wait ? -1 : 100);
+      real.poll(&p, 1, 100);
       continue;
     }
     return false;
@@ -112,6 +112,7 @@ Verdict look(int fd, Link& link) noexcept {
   if (real.recv(fd, buf, sizeof buf, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof buf)) return refuse(link, true);
   std::lock_guard<Lock> lock(ch.mu());
   ch.proven_st(proof.secret);
+  stats::add(stats::g.upgraded, 1);
   FERRY_LOG(debug, "binding", "the client proved it holds the TCP connection");
   return Verdict::proven;
 }

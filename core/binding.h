@@ -33,8 +33,7 @@ bool secret(uint64_t& out) noexcept;
 
 // Client: writes its proof into TCP (fd: the program's socket, which has room: see
 // room()). False if the connection cannot take it (then the channel has failed).
-// `may_wait`: the caller would block in a send now anyway (a blocking socket), so the
-// proof may wait for room as its bytes would.
+// `may_wait`: the proof may wait for room (up to kPatience), as a blocking send would.
 bool send_proof(int fd, const wire::Proof& proof, bool may_wait) noexcept;
 // Whether the kernel socket takes a proof now in one piece (its send buffer has room).
 bool room(int fd) noexcept;

@@ -453,6 +453,7 @@ void Channel::handle_control_st(const wire::Control& c) {
       if (c.value != secret_) return fail_st("peer's binding does not name our proof");
       held_ = false;
       trusted_.store(true, std::memory_order_release);
+      stats::add(stats::g.upgraded, 1);
       ++rx_events_;
       ++tx_events_;
       drain_st();

@@ -203,6 +203,14 @@ void build_tx_locked(Link& link, DownState& st) {
   st.at = 0;
   st.fin = link.fin_sent.load();
   st.lazy = head > 0 && st.backlog.size() == head;
+  // A client's proof that never went (core/binding.h) goes first: the server reads it
+  // at our cutover point, before anything else of ours there.
+  if (head > 0 && link.proof_due.exchange(false)) {
+    uint8_t proof[wire::kProofSize];
+    wire::encode(link.proof, proof);
+    st.backlog.insert(st.backlog.begin(), proof, proof + sizeof proof);
+    st.lazy = false;
+  }
   st.tx = DownState::Tx::writing;
 }
 

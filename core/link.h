@@ -157,9 +157,14 @@ struct Link {
   int board_slot = -1;
   uint64_t board_id = 0;
 
-  // Binding (core/binding.h). Client: when its Proof went into TCP (0: not yet); under
-  // Socket::tx_mu. Server: the RDMA side could not prove it holds the TCP connection,
-  // so TCP carries everything past the peer's cutover point as it is.
+  // Binding (core/binding.h). Client: its Proof, due on TCP once the server surely has
+  // our cutover message (its completion came: the server then learns the cutover point
+  // before it can read past it), and when it went (0: not yet). Written under
+  // Socket::tx_mu (or, for `proof_due`, down_mu once the send side left the ring).
+  // Server: `forged`: the RDMA side could not prove it holds the TCP connection, so TCP
+  // carries everything past the peer's cutover point as it is.
+  wire::Proof proof;
+  std::atomic<bool> proof_due{false};
   std::atomic<int64_t> proof_us{0};
   std::atomic<bool> forged{false};
 

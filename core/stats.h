@@ -19,7 +19,7 @@ namespace ferry::stats {
   X(connections_passive, "connections accepted")                                 \
   X(connections_on_tcp, "connections carried by kernel TCP")                     \
   X(upgrades_started, "connections that started an RDMA upgrade")                \
-  X(upgraded, "connections cut over to RDMA")                                    \
+  X(upgraded, "connections on RDMA: bound to their TCP connection (core/binding.h)")                                    \
   X(tcp_no_rdma, "kept on TCP: no usable RDMA device in this process")           \
   X(tcp_no_route, "kept on TCP: no RDMA route to the peer")                      \
   X(tcp_device_excluded, "kept on TCP: the route's device is not in FERRY_DEVICES") \

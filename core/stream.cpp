@@ -484,12 +484,14 @@ uint64_t queue_limit(const Socket& s, const Channel& ch) {
 
 }  // namespace
 
-Cut cut_over(int fd, Socket& s, Link& link, bool may_wait) noexcept {
+// The poller's retries of a client's proof that could not go at its cutover.
+void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept;
+
+Cut cut_over(int fd, Socket& s, Link& link) noexcept {
   if (link.tx_cut) return Cut::done;
   // The client proves it holds the TCP connection right at its cutover point
   // (core/binding.h): only while its TCP side can still carry the proof.
-  if (link.client && (fd < 0 || link.fin_sent.load() || (!may_wait && !binding::room(fd)))) return Cut::later;
-  wire::Proof proof;
+  if (link.client && (fd < 0 || link.fin_sent.load())) return Cut::later;
   {
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
@@ -509,49 +511,117 @@ Cut cut_over(int fd, Socket& s, Link& link, bool may_wait) noexcept {
     // The program ended its sending side on TCP before the upgrade settled: nothing
     // follows the cutover point but the end of the stream.
     if (link.fin_sent.load()) ch.finish_st();
-    proof = ch.proof();
+    if (link.client) {
+      link.proof = ch.proof();
+      link.proof_due.store(true);
+    }
   }
   if (!link.client) return Cut::done;
-  // Right behind the cutover point on TCP; the bytes sent from now on wait in the send
-  // queue until the server answers it (Op::bound).
+  // Right behind the cutover point on TCP, once the server has our cutover message; the
+  // bytes sent from now on wait in the send queue until the server answers the proof
+  // (Op::bound).
+  if (!write_proof(fd, link, false)) poller::post([weak = std::weak_ptr<Link>(s.link)] { proof_retry_st(weak, 0); });
+  return Cut::done;
+}
+
+bool write_proof(int fd, Link& link, bool wait) noexcept {
+  if (!link.proof_due.load()) return true;
+  const int64_t until = now_us() + 1000000;
+  for (;;) {
+    bool confirmed, failed;
+    {
+      std::lock_guard<Lock> lock(link.channel->mu());
+      link.channel->progress_st();
+      confirmed = link.channel->confirmed_st();
+      failed = link.channel->failed() || link.tx_left.load();
+    }
+    if (failed) return false;  // going back to TCP: the backlog carries the proof (core/down.h)
+    if (confirmed && (wait || binding::room(fd))) break;
+    if (!wait || now_us() >= until) return false;
+    sched_yield();
+  }
+  if (!binding::send_proof(fd, link.proof, wait)) {
+    std::lock_guard<Lock> lock(link.channel->mu());
+    link.channel->fail_st("the TCP connection did not take the proof");
+    return false;
+  }
+  stats::add(stats::g.bytes_tcp_sent, wire::kProofSize);
   link.proof_us.store(now_us(), std::memory_order_relaxed);
-  if (binding::send_proof(fd, proof, may_wait)) return Cut::done;
-  std::lock_guard<Lock> lock(link.channel->mu());
-  link.channel->fail_st("the TCP connection did not take the proof");
-  return Cut::failed;
+  link.proof_due.store(false);
+  return true;
+}
+
+void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {
+  std::shared_ptr<Link> link = weak.lock();
+  if (!link || !link->proof_due.load() || link->down.load()) return;
+  SocketRef s = link->socket.lock();
+  if (!s) return;
+  bool done = false;
+  {
+    std::unique_lock<Lock> tx(s->tx_mu, std::try_to_lock);
+    if (tx.owns_lock()) {
+      // The program's socket, while the number is surely still its (upgrade's watch_mu);
+      // once it closed it, closing() wrote the proof.
+      std::lock_guard<Lock> w(link->watch_mu);
+      done = link->unwatched || write_proof(link->fd, *link, false);
+    }
+  }
+  if (done) return;
+  // Every millisecond for 2 s, then every 50 ms; the client's patience ends it.
+  const auto next = tries < 2000 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50);
+  poller::at_st(poller::Clock::now() + next, [weak, tries] { proof_retry_st(weak, tries + 1); });
 }
 
 void cut_over_now(int fd, Socket& s, Link& link) noexcept {
-  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-  if (tx.owns_lock() && !link.tx_cut && !link.down.load() && link.tcp_senders == 0 && link.established())
-    cut_over(fd, s, link, false);
-}
-
-void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept {
-  std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-  if (tx.owns_lock() && (link->tx_cut || link->down.load())) return;
-  if (link->client && link->fin_sent.load()) {
-    // Its TCP side ended before the upgrade settled: no proof can follow, so this side
-    // never cuts over. The RDMA side goes: the server, seeing it go, reads TCP to its end
-    // (and this side reads the server's bytes from TCP, the server never being bound).
-    rdma_disconnect(link->channel->id());
-    down::want(*link, down::Why::failed);
-    return;
-  }
-  if (tx.owns_lock() && link->tcp_senders == 0) {
-    if (!link->client) {
-      cut_over(-1, s, *link, false);
+  {
+    std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
+    if (tx.owns_lock() && !link.tx_cut && !link.down.load() && link.tcp_senders == 0 && link.established()) {
+      cut_over(fd, s, link);
       return;
     }
-    // The program's socket, while the number is surely still its (upgrade's watch_mu).
-    std::lock_guard<Lock> w(link->watch_mu);
-    if (!link->unwatched) cut_over(link->fd, s, *link, false);
-    return;
   }
-  if (!link->fin_sent.load()) return;
-  poller::at_st(poller::Clock::now() + std::chrono::milliseconds(1), [link] {
+  poller::post([weak = std::weak_ptr<Link>(s.link)] {
+    std::shared_ptr<Link> l = weak.lock();
+    if (SocketRef again = l ? l->socket.lock() : nullptr; again && again->transport() == Transport::rdma)
+      cut_over_soon(l, *again, 0);
+  });
+}
+
+void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries) noexcept {
+  {
+    std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
+    if (tx.owns_lock()) {
+      if (link->tx_cut || link->down.load()) return;
+      if (link->client && link->fin_sent.load()) {
+        // Its TCP side ended before the upgrade settled: no proof can follow, so this
+        // side never cuts over. The RDMA side goes: the server, seeing it go, reads TCP
+        // to its end (and this side reads the server's bytes from TCP, the server never
+        // being bound).
+        rdma_disconnect(link->channel->id());
+        down::want(*link, down::Why::failed);
+        return;
+      }
+      if (link->tcp_senders == 0) {
+        // A server not bound yet cuts over once it is (look_for_proof, a receive).
+        if (!link->client) {
+          cut_over(-1, s, *link);
+          return;
+        }
+        // The program's socket, while the number is surely still its (upgrade's watch_mu).
+        std::lock_guard<Lock> w(link->watch_mu);
+        if (!link->unwatched) cut_over(link->fd, s, *link);
+        return;
+      }
+    }
+  }
+  // A send is in progress: its next one cuts over. A client tries again anyway (it may
+  // never send again, and its proof is what binds the connection), as does a side whose
+  // program already ended it on TCP (its cutover carries the end of the stream).
+  if (!link->client && !link->fin_sent.load()) return;
+  const auto next = tries < 2000 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50);
+  poller::at_st(poller::Clock::now() + next, [link, tries] {
     if (SocketRef again = link->socket.lock(); again && again->transport() == Transport::rdma)
-      cut_over_soon(link, *again);
+      cut_over_soon(link, *again, tries + 1);
   });
 }
 
@@ -638,7 +708,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       std::unique_lock<Lock> tx(s.tx_mu);
       bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
       if (!by_tcp && !link.tx_cut && !(flags & MSG_OOB) && !link.orphaned && !link.fin_sent && !link.tx_left.load()) {
-        const Cut cut = cut_over(fd, s, link, !nonblock);
+        const Cut cut = cut_over(fd, s, link);
         if (cut == Cut::failed) {
           down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
           continue;
@@ -663,6 +733,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         return epipe(sent, flags);
       }
       if (link.tx_left.load()) continue;  // going back to TCP
+      if (link.proof_due.load()) write_proof(fd, link, false);
       if (total == 0) return 0;
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
@@ -827,7 +898,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       std::unique_lock<Lock> tx(s.tx_mu);
       bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
       if (!by_tcp && !link.tx_cut && !link.orphaned && !link.fin_sent) {
-        const Cut cut = cut_over(fd, s, link, !s.nonblocking.load() && !(flags & SPLICE_F_NONBLOCK));
+        const Cut cut = cut_over(fd, s, link);
         if (cut == Cut::failed) {
           down::want(link, down::Why::failed);
           continue;
@@ -929,7 +1000,7 @@ void abort_if_unread(int fd, Socket& s) noexcept {
 }
 
 void end_send_side(int fd, Socket& s, Link& link, bool abortive) noexcept {
-  const Cut cut = cut_over(fd, s, link, false);
+  const Cut cut = cut_over(fd, s, link);
   if (cut == Cut::later && !link.fin_sent && fd >= 0 && !abortive) {
     // Not cut over (yet): TCP carries the end of the stream, as every byte before it.
     link.fin_sent = true;

@@ -25,8 +25,14 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
 // client (core/binding.h), or a client that cannot write its proof into TCP now (fd,
 // the program's socket, is -1, its TCP side ended, or it has no room and the caller
 // may not wait for some). failed: the channel failed (the caller goes back to TCP).
+// A client's proof goes into TCP once the server has its cutover message (write_proof),
+// at once or by the poller's retries.
 enum class Cut { done, later, failed };
-Cut cut_over(int fd, Socket& s, Link& link, bool may_wait) noexcept;
+Cut cut_over(int fd, Socket& s, Link& link) noexcept;
+// Writes a client's due proof (Link::proof_due) into fd, the program's socket, once the
+// server has the cutover message and the socket has room; `wait`: up to a second for
+// both. True when nothing is due any more. Needs s.tx_mu.
+bool write_proof(int fd, Link& link, bool wait) noexcept;
 // cut_over unless a send is in progress (then the next send does it). Needs rx_mu or
 // nothing held; not the poller.
 void cut_over_now(int fd, Socket& s, Link& link) noexcept;
@@ -34,7 +40,7 @@ void cut_over_now(int fd, Socket& s, Link& link) noexcept;
 // otherwise the next send does it. A send side the program already ended on TCP has no
 // next send, so its cutover (which carries the end of the stream) is tried again
 // shortly, or the peer would wait for it.
-void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s) noexcept;
+void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries = 0) noexcept;
 // Ends the send side (shutdown, the last close): cuts over if not yet, then the fin
 // once the send queue drained, or, for an abortive close (SO_LINGER {1, 0}), drops the
 // queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and

@@ -268,7 +268,6 @@ void established_st(Conn* c) {
   c->link->phase.store(Link::Phase::established, std::memory_order_release);
   watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
   s->transition(Transport::upgrading, Transport::rdma);
-  stats::add(stats::g.upgraded, 1);
   signals::arm();
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u on RDMA", c->link->client ? "client" : "server", c->local_port, c->peer_port);
   stream::cut_over_soon(c->link, *s);
@@ -963,6 +962,11 @@ void closing(int fd, Socket& s, bool last) noexcept {
   if (!s.link->inherited && s.transport() == Transport::rdma &&
       (s.link->down.load() || (s.link->client && s.link->established() && !s.link->channel->trusted())))
     down::prepare(fd, *s.link);
+  // A proof still due goes now, while fd is the program's socket (core/binding.h).
+  if (last && s.link->proof_due.load() && !s.link->down.load()) {
+    std::lock_guard<Lock> tx(s.tx_mu);
+    stream::write_proof(fd, *s.link, true);
+  }
   if (last) stream::abort_if_unread(fd, s);
 }
 

@@ -627,9 +627,9 @@ void long_vector_lists() {
 }
 
 // A client that sends its request and shuts its side down at once (before the upgrade
-// settles, so the kernel carries the FIN), then reads a reply larger than the ring,
-// which the server sends over RDMA and closes: the client's kernel socket hangs up
-// (both directions shut) while the ring's bytes are still coming.
+// settles, so the kernel carries the FIN), then reads a reply larger than the ring, and
+// the server closes. Such a client can no longer prove through TCP that it holds the
+// connection (core/binding.h): its RDMA side goes, and the reply comes over TCP.
 void request_then_shutdown() {
   puts("request, shutdown(SHUT_WR) at once, then a reply larger than the ring");
   int c = -1;
@@ -642,7 +642,6 @@ void request_then_shutdown() {
     n = recv_upto(s, req, 7);
     char x;
     eof = recv(s, &x, 1, 0);
-    wait_upgraded(g_upgrades += 2);
     send_all(s, reply.data(), reply.size());
     close(s);
   });
@@ -660,9 +659,10 @@ void request_then_shutdown() {
   close(c);
 }
 
-// The same, but the server reads only once the upgrade has settled: the client's
-// FIN went to the kernel before it, and its send side must not then cut over to a
-// ring that never ends (the server's read would wait for a fin that never comes).
+// The same, but the server reads only after its first look began the upgrade: the
+// client's FIN went to the kernel before it, and its send side must not then cut over
+// to a ring that never ends (the server's read would wait for a fin that never comes).
+// The client cannot prove itself (its TCP side ended), so the connection never binds.
 void shutdown_before_upgrade_settles() {
   puts("request, shutdown(SHUT_WR) at once, read only after the upgrade");
   int c = -1;
@@ -671,7 +671,6 @@ void shutdown_before_upgrade_settles() {
   show("server's first look, MSG_DONTWAIT", recv(s, &x, 1, MSG_DONTWAIT));  // the upgrade begins
   show("send request", send(c, "request", 7, 0));
   show("shutdown SHUT_WR", shutdown(c, SHUT_WR));
-  wait_upgraded(g_upgrades += 2);
   timeval tv{10, 0};  // a hang shows as EAGAIN, not as a stuck test
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char req[8] = {};
