@@ -2,6 +2,7 @@
 
 #include "core/fork_path.h"
 
+#include <cstdio>
 #include <cstring>
 #include <strings.h>
 
@@ -123,6 +124,21 @@ const std::vector<Setting>& settings() {
   return all;
 }
 
+// Control characters (and DEL) as \xNN: a setting's name or value may hold a newline.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch >= 0x20 && ch != 0x7f) {
+      out += static_cast<char>(ch);
+      continue;
+    }
+    char hex[5];
+    snprintf(hex, sizeof hex, "\\x%02x", ch);
+    out += hex;
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<SettingDoc>& setting_docs() {
@@ -134,11 +150,15 @@ const std::vector<SettingDoc>& setting_docs() {
   return docs;
 }
 
-Config parse_config(const char* const* env, std::vector<std::string>& problems) {
+Config parse_config(const char* const* env, std::vector<std::string>& problems, bool secure) {
   Config c;
   for (; env && *env; ++env) {
     std::string_view entry(*env);
     if (entry.substr(0, kPrefix.size()) != kPrefix) continue;
+    if (secure) {
+      problems.push_back("FERRY_* settings ignored in a setuid, setgid or capability-raising program: defaults apply");
+      break;
+    }
     auto eq = entry.find('=');
     std::string_view name = entry.substr(0, eq);
     std::string_view value = eq == std::string_view::npos ? std::string_view() : entry.substr(eq + 1);
@@ -146,14 +166,14 @@ Config parse_config(const char* const* env, std::vector<std::string>& problems) 
     for (const auto& s : settings())
       if (name == s.doc.name) match = &s;
     if (!match) {
-      problems.push_back("unknown setting " + std::string(name) + " ignored (see ferry --help)");
+      problems.push_back("unknown setting " + printable(name) + " ignored (see ferry --help)");
       continue;
     }
     Config trial = c;
     if (match->apply(value, trial)) {
       c = trial;
     } else {
-      problems.push_back("malformed " + std::string(name) + "=\"" + std::string(value) +
+      problems.push_back("malformed " + printable(name) + "=\"" + printable(value) +
                          "\" ignored: expected " + match->expected + "; using " + match->doc.fallback);
     }
   }

@@ -33,7 +33,11 @@ const std::vector<SettingDoc>& setting_docs();
 
 // Parses "NAME=value" strings (environ). Anything malformed or unknown under the
 // FERRY_ prefix leaves the default in place and adds one message to `problems`.
-Config parse_config(const char* const* env, std::vector<std::string>& problems);
+// `secure`: a secure-execution process (AT_SECURE: setuid, setgid, file capabilities),
+// whose environment its invoker chose: every FERRY_* setting is ignored (one problem
+// says so), as the dynamic loader ignores LD_* there. Problems quote names and values
+// with control characters escaped (\xNN): they go to the log.
+Config parse_config(const char* const* env, std::vector<std::string>& problems, bool secure = false);
 
 // FERRY_LOG_FILE with %p replaced by `pid` (and %% by %).
 std::string expand_log_path(std::string_view pattern, long pid);

@@ -51,7 +51,8 @@ void move_log(int, int to) {
 }
 
 int open_private(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // Never through a symbolic link someone else planted, and readable by the user alone.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   return fd < 0 ? -1 : own::adopt(fd, move_log);
 }
 

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 
+#include <sys/auxv.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -22,7 +23,7 @@ void start() noexcept {
   started = true;
   resolve_libc();
   std::vector<std::string> problems;
-  set_config(parse_config(environ, problems));
+  set_config(parse_config(environ, problems, getauxval(AT_SECURE) != 0));
   const Config& c = config();
   log::open(c, getpid());
   for (const auto& p : problems) FERRY_LOG(warn, "config", "%s", p.c_str());

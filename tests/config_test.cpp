@@ -61,6 +61,34 @@ TEST(Config, UnknownSettingIsReportedOnce) {
   EXPECT_NE(problems[0].find("unknown setting FERRY_ENABLED"), std::string::npos);
 }
 
+// A name or value with a newline must not write lines of its own into the log.
+TEST(Config, ProblemsEscapeControlCharacters) {
+  std::vector<std::string> problems;
+  parse({"FERRY_X\nferry[1] error forged: line=1", "FERRY_LOG=warn\r\x7f"}, &problems);
+  ASSERT_EQ(problems.size(), 2u);
+  for (const auto& p : problems) {
+    for (char ch : p) EXPECT_TRUE(static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) << p;
+  }
+  EXPECT_NE(problems[0].find("FERRY_X\\x0aferry[1]"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("warn\\x0d\\x7f"), std::string::npos) << problems[1];
+}
+
+// A setuid program's invoker chose its environment: FERRY_* counts for nothing there.
+TEST(Config, SecureExecutionIgnoresEverySetting) {
+  const char* env[] = {"FERRY_LOG_FILE=/etc/passwd", "FERRY_ENABLE=0", "FERRY_LOG=trace", nullptr};
+  std::vector<std::string> problems;
+  Config c = parse_config(env, problems, true);
+  EXPECT_TRUE(c.log_file.empty());
+  EXPECT_TRUE(c.enable);
+  EXPECT_EQ(c.log_level, LogLevel::warn);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("ignored"), std::string::npos);
+  const char* none[] = {"PATH=/bin", nullptr};
+  problems.clear();
+  parse_config(none, problems, true);
+  EXPECT_TRUE(problems.empty());
+}
+
 TEST(Config, EmptyLogFileIsMalformed) {
   std::vector<std::string> problems;
   Config c = parse({"FERRY_LOG_FILE="}, &problems);
