@@ -165,6 +165,10 @@ struct Link {
   // carries everything past the peer's cutover point as it is.
   wire::Proof proof;
   std::atomic<bool> proof_due{false};
+  // Server: its Welcome is out and the handshake not yet settled. Its client may already
+  // have cut over and written its proof after its bytes on TCP, and the cutover point
+  // is not known here until the handshake settles: receives read nothing meanwhile.
+  std::atomic<bool> answered{false};
   std::atomic<int64_t> proof_us{0};
   std::atomic<bool> forged{false};
 

@@ -219,6 +219,9 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     }
     return {RxStep::wait};
   }
+  // A server that answered its client's request waits for the handshake to settle
+  // before it reads on: the client's proof may follow its bytes (Link::answered).
+  if (!est && link.answered.load() && link.phase.load() == Link::Phase::handshake) return {RxStep::wait};
   // Bytes the peer sent on TCP before it switched.
   size_t want = total - got;
   if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
@@ -247,6 +250,17 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   m.msg_iov = const_cast<iovec*>(part.v);
   m.msg_iovlen = static_cast<size_t>(part.n);
   long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+  if (r > 0 && peek && est && !cut_known) {
+    // A peek shows no byte past the peer's cutover point either (its proof, a header):
+    // the cutover message is on the queue by the time they are in the kernel.
+    std::lock_guard<Lock> lock(link.channel->mu());
+    link.channel->progress_st();
+    if (link.channel->peer_cutover_known()) {
+      const uint64_t left = link.channel->peer_cutover() - link.tcp_received;
+      if (left == 0) return {RxStep::again};
+      if (static_cast<uint64_t>(r) > left) r = static_cast<long>(left);
+    }
+  }
   if (r > 0) {
     if (!est && !link.client && link.spoke_ns.load(std::memory_order_relaxed) == 0) upgrade::peer_spoke(s.link);
     if (!peek) {

@@ -501,6 +501,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring(), nonce}, welcome);
+  c->link->answered.store(true);
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
