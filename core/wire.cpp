@@ -142,7 +142,7 @@ void encode(const Proof& p, uint8_t out[kProofSize]) {
 
 Error decode(const void* data, size_t len, const Nonce& nonce, Proof& out) {
   if (!data) return Error::too_short;
-  uint8_t expect[kProofKnown];
+  uint8_t expect[kProofSize];
   encode(Proof{nonce, 0}, expect);
   const auto* p = static_cast<const uint8_t*>(data);
   for (size_t i = 0; i < std::min(len, kProofKnown); ++i) {

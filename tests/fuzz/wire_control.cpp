@@ -1,5 +1,5 @@
 // The 16-byte control messages a peer sends (cutover, credit, blocked, fin, sleep,
-// wake, handoff), fed to the decoder as they come off the fabric, any length.
+// wake, handoff, bound), fed to the decoder as they come off the fabric, any length.
 //
 // Invariants: the decoder reads nothing past the length it is given; it accepts exactly
 // 16 bytes whose first byte names an operation; a rejected message leaves the output
@@ -20,7 +20,7 @@ void decode_as_received(const uint8_t* data, size_t size) {
   if (size) memcpy(buf.get(), data, size);
   Control c{Op::fin, 0x1111, 0x2222};
   const bool ok = decode(buf.get(), size, c);
-  const bool valid = size == kControlSize && buf[0] >= 1 && buf[0] <= 7;
+  const bool valid = size == kControlSize && buf[0] >= 1 && buf[0] <= 8;
   FUZZ_CHECK(ok == valid);
   if (!ok) {
     FUZZ_CHECK(c.op == Op::fin && c.value == 0x1111 && c.count == 0x2222);
@@ -37,7 +37,7 @@ void decode_as_received(const uint8_t* data, size_t size) {
 
 void encode_fields(Input in) {
   Control c;
-  c.op = static_cast<Op>(1 + in.u8() % 7);
+  c.op = static_cast<Op>(1 + in.u8() % 8);
   c.value = in.u64();
   c.count = in.u32();
   uint8_t buf[kControlSize + 1];
