@@ -41,6 +41,11 @@ Unflushed unflushed_st(uint64_t epoch) {
     Link& link = *c.link;
     if (!link.channel || link.inherited) continue;
     if (link.down.load()) {
+      // A backlog not built yet (a client that gave up waiting for its server's bound
+      // just now, core/binding.h) is built and started here, as the retiring poller
+      // would, before it is judged.
+      int err = 0;
+      down::look_tx(-1, link, err);
       if (down::backlog_waits(link)) ++u.links;
       continue;
     }
