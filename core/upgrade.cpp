@@ -505,6 +505,14 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
+  // Receives wait while the answer is out (Link::answered): a handshake that never
+  // settles must not hold them for good.
+  poller::at_st(Clock::now() + 2 * window(), [weak = std::weak_ptr<Link>(c->link)] {
+    std::shared_ptr<Link> link = weak.lock();
+    auto it = link ? st().conns.find(link.get()) : st().conns.end();
+    if (it == st().conns.end() || link->phase.load() != Link::Phase::handshake) return;
+    fail_st(it->second.get(), stats::g.tcp_timeout, "the answered handshake did not settle");
+  });
 }
 
 void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len) {
