@@ -62,7 +62,7 @@ bool room(int fd) noexcept {
   return real.poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP));
 }
 
-bool send_proof(int fd, const wire::Proof& proof, bool may_wait) noexcept {
+size_t send_proof(int fd, const wire::Proof& proof) noexcept {
   uint8_t buf[wire::kProofSize];
   wire::encode(proof, buf);
   size_t at = 0;
@@ -76,14 +76,14 @@ bool send_proof(int fd, const wire::Proof& proof, bool may_wait) noexcept {
     if (r < 0 && errno == EINTR) continue;
     // Only a socket under memory pressure takes part of so small a write after poll()
     // said it had room: the rest follows as soon as it can.
-    if (r < 0 && errno == EAGAIN && (may_wait || at > 0) && std::chrono::steady_clock::now() < until) {
+    if (r < 0 && errno == EAGAIN && at > 0 && std::chrono::steady_clock::now() < until) {
       pollfd p{fd, POLLOUT, 0};
       real.poll(&p, 1, 100);
       continue;
     }
-    return false;
+    break;
   }
-  return true;
+  return at;
 }
 
 Verdict look(int fd, Link& link) noexcept {
@@ -94,6 +94,15 @@ Verdict look(int fd, Link& link) noexcept {
     if (ch.trusted()) return Verdict::proven;
     if (link.forged.load()) return Verdict::refused;
     expect = ch.nonce();
+    if (link.tcp_received.load() != ch.peer_cutover()) {
+      // Bytes past the cutover point were taken as the stream's: where the proof
+      // belonged. Never meant to happen (core/stream.cpp reads no byte past it).
+      FERRY_LOG(error, "binding", "read %llu bytes past the peer's cutover point: the connection stays on TCP",
+                static_cast<unsigned long long>(link.tcp_received.load() - ch.peer_cutover()));
+      link.forged.store(true);
+      ch.fail_st("read past the cutover point");
+      return Verdict::refused;
+    }
   }
   uint8_t buf[wire::kProofSize];
   ssize_t r;

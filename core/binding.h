@@ -32,9 +32,9 @@ bool nonce(wire::Nonce& out) noexcept;
 bool secret(uint64_t& out) noexcept;
 
 // Client: writes its proof into TCP (fd: the program's socket, which has room: see
-// room()). False if the connection cannot take it (then the channel has failed).
-// `may_wait`: the proof may wait for room (up to kPatience), as a blocking send would.
-bool send_proof(int fd, const wire::Proof& proof, bool may_wait) noexcept;
+// room()). Returns how many of its bytes went: all of them, none (the socket had no
+// room after all), or part (the socket broke).
+size_t send_proof(int fd, const wire::Proof& proof) noexcept;
 // Whether the kernel socket takes a proof now in one piece (its send buffer has room).
 bool room(int fd) noexcept;
 

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <memory>
 #include <new>
+#include <optional>
 
 namespace ferry::stream {
 namespace {
@@ -221,10 +222,16 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   }
   // A server that answered its client's request waits for the handshake to settle
   // before it reads on: the client's proof may follow its bytes (Link::answered).
-  if (!est && link.answered.load() && link.phase.load() == Link::Phase::handshake) return {RxStep::wait};
+  // Settled since the look above: look again, at the cutover point it may have brought.
+  if (!est && link.answered.load()) {
+    const Link::Phase phase = link.phase.load();
+    if (phase == Link::Phase::handshake) return {RxStep::wait};
+    if (phase == Link::Phase::established) return {RxStep::again};
+  }
   // Bytes the peer sent on TCP before it switched.
   size_t want = total - got;
   if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
+  std::optional<long> peeked;
   if (est && !cut_known && !peek) {
     // The peer may have cut over, been confirmed and gone back to TCP since the look
     // above: its header would follow its cutover point on TCP, and the cutover message
@@ -235,7 +242,11 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     pm.msg_iov = const_cast<iovec*>(look.v);
     pm.msg_iovlen = static_cast<size_t>(look.n);
     const long p = real.recvmsg(fd, &pm, MSG_PEEK | MSG_DONTWAIT);
-    if (p > 0) {
+    // Nothing there (or the end, or an error): so it stays. A read now could take bytes
+    // that came since, past a cutover point this look has not seen.
+    if (p <= 0) {
+      peeked = p;
+    } else {
       want = static_cast<size_t>(p);
       std::lock_guard<Lock> lock(link.channel->mu());
       link.channel->progress_st();
@@ -249,7 +260,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   msghdr m{};
   m.msg_iov = const_cast<iovec*>(part.v);
   m.msg_iovlen = static_cast<size_t>(part.n);
-  long r = real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
+  long r = peeked ? *peeked : real.recvmsg(fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
   if (r > 0 && peek && est && !cut_known) {
     // A peek shows no byte past the peer's cutover point either (its proof, a header):
     // the cutover message is on the queue by the time they are in the kernel.
@@ -540,29 +551,41 @@ Cut cut_over(int fd, Socket& s, Link& link) noexcept {
 
 bool write_proof(int fd, Link& link, bool wait) noexcept {
   if (!link.proof_due.load()) return true;
-  const int64_t until = now_us() + 1000000;
+  const int64_t until = now_us() + (wait ? std::chrono::microseconds(binding::kPatience).count() : 0);
   for (;;) {
-    bool confirmed, failed;
     {
-      std::lock_guard<Lock> lock(link.channel->mu());
-      link.channel->progress_st();
-      confirmed = link.channel->confirmed_st();
-      failed = link.channel->failed() || link.tx_left.load();
+      // A downgrade builds and writes its backlog under down_mu, with a proof that has
+      // not gone at its head (core/down.cpp): so the proof goes once, and first.
+      std::lock_guard<Lock> d(link.down_mu);
+      if (!link.proof_due.load()) return true;
+      bool confirmed, failed;
+      {
+        std::lock_guard<Lock> lock(link.channel->mu());
+        link.channel->progress_st();
+        confirmed = link.channel->confirmed_st();
+        failed = link.channel->failed() || link.tx_left.load();
+      }
+      if (failed) return false;  // going back to TCP: the backlog carries the proof
+      if (confirmed && binding::room(fd)) {
+        const size_t sent = binding::send_proof(fd, link.proof);
+        if (sent == wire::kProofSize) {
+          link.proof_due.store(false);
+          stats::add(stats::g.bytes_tcp_sent, wire::kProofSize);
+          link.proof_us.store(now_us(), std::memory_order_relaxed);
+          return true;
+        }
+        if (sent > 0) {  // the socket broke in the middle of it: TCP says how it ends
+          link.proof_due.store(false);
+          std::lock_guard<Lock> lock(link.channel->mu());
+          link.channel->fail_st("the TCP connection did not take the proof");
+          return false;
+        }
+      }
     }
-    if (failed) return false;  // going back to TCP: the backlog carries the proof (core/down.h)
-    if (confirmed && (wait || binding::room(fd))) break;
-    if (!wait || now_us() >= until) return false;
-    sched_yield();
+    if (now_us() >= until) return false;
+    pollfd p{fd, POLLOUT, 0};
+    real.poll(&p, 1, 10);
   }
-  if (!binding::send_proof(fd, link.proof, wait)) {
-    std::lock_guard<Lock> lock(link.channel->mu());
-    link.channel->fail_st("the TCP connection did not take the proof");
-    return false;
-  }
-  stats::add(stats::g.bytes_tcp_sent, wire::kProofSize);
-  link.proof_us.store(now_us(), std::memory_order_relaxed);
-  link.proof_due.store(false);
-  return true;
 }
 
 void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {

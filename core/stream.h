@@ -30,8 +30,9 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
 enum class Cut { done, later, failed };
 Cut cut_over(int fd, Socket& s, Link& link) noexcept;
 // Writes a client's due proof (Link::proof_due) into fd, the program's socket, once the
-// server has the cutover message and the socket has room; `wait`: up to a second for
-// both. True when nothing is due any more. Needs s.tx_mu.
+// server has the cutover message and the socket has room; `wait`: up to
+// binding::kPatience for both. True when nothing is due any more. Needs s.tx_mu; takes
+// the link's down_mu.
 bool write_proof(int fd, Link& link, bool wait) noexcept;
 // cut_over unless a send is in progress (then the next send does it). Needs rx_mu or
 // nothing held; not the poller.

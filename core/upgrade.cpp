@@ -457,6 +457,8 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
 }
 
 // Answers a request with the server connection it names.
+void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until);
+
 void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   FERRY_POLLER_ONLY();
   st().awaiting.erase(c->key);
@@ -499,19 +501,43 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, reason_of(why), why.c_str());
   }
+  answer_st(c->link, Clock::now() + window());
+}
+
+// Sends the Welcome of c's built channel. Receives wait while it is out
+// (Link::answered), and one that looked before it went must have finished its read
+// first: it could take the client's proof as the stream's. So it goes while the
+// socket's receive side is free, a moment later if a receive holds it now.
+void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
+  auto it = st().conns.find(link.get());
+  if (it == st().conns.end() || !it->second->pending || it->second->committed) return;
+  Conn* c = it->second.get();
+  SocketRef s = link->socket.lock();
+  std::unique_lock<Lock> rx;
+  if (s) rx = std::unique_lock<Lock>(s->rx_mu, std::try_to_lock);
+  if (!s || (!rx.owns_lock() && Clock::now() >= until)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_timeout, s ? "its receives left no moment to answer" : "closed before the upgrade");
+  }
+  if (!rx.owns_lock()) {
+    poller::at_st(Clock::now() + std::chrono::milliseconds(1), [weak = std::weak_ptr<Link>(link), until] {
+      if (std::shared_ptr<Link> l = weak.lock()) answer_st(l, until);
+    });
+    return;
+  }
+  link->answered.store(true);
+  rx.unlock();
   uint8_t welcome[wire::kWelcomeSize];
-  wire::encode(wire::Welcome{c->pending->local_ring(), nonce}, welcome);
-  c->link->answered.store(true);
+  wire::encode(wire::Welcome{c->pending->local_ring(), c->pending->nonce()}, welcome);
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
   if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
   c->committed = true;
-  // Receives wait while the answer is out (Link::answered): a handshake that never
-  // settles must not hold them for good.
-  poller::at_st(Clock::now() + 2 * window(), [weak = std::weak_ptr<Link>(c->link)] {
-    std::shared_ptr<Link> link = weak.lock();
-    auto it = link ? st().conns.find(link.get()) : st().conns.end();
-    if (it == st().conns.end() || link->phase.load() != Link::Phase::handshake) return;
-    fail_st(it->second.get(), stats::g.tcp_timeout, "the answered handshake did not settle");
+  // A handshake that never settles must not hold the receives for good.
+  poller::at_st(Clock::now() + 2 * window(), [weak = std::weak_ptr<Link>(link)] {
+    std::shared_ptr<Link> l = weak.lock();
+    auto at = l ? st().conns.find(l.get()) : st().conns.end();
+    if (at == st().conns.end() || l->phase.load() != Link::Phase::handshake) return;
+    fail_st(at->second.get(), stats::g.tcp_timeout, "the answered handshake did not settle");
   });
 }
 
