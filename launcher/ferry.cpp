@@ -1,6 +1,6 @@
 // ferry [--] PROGRAM [ARGS...]: runs PROGRAM with libferry.so preloaded.
-#include "core/config.h"
-#include "core/stats.h"
+#include "core/base/config.h"
+#include "core/base/stats.h"
 
 #include <errno.h>
 #include <libgen.h>

@@ -1,4 +1,4 @@
-// The exec family (core/api_process.cpp). glibc's own exec functions call an internal
+// The exec family (core/process/api_process.cpp). glibc's own exec functions call an internal
 // execve that no wrapper sees, so each is wrapped; the l-forms gather their arguments
 // and go to the v-forms.
 #include "preload/export.h"

@@ -3,7 +3,7 @@
 // caller had it.
 #pragma once
 
-#include "core/api.h"
+#include "core/api/api.h"
 
 #include <errno.h>
 

@@ -1,18 +1,18 @@
 // fork, vfork, _exit, and ferry's own start and exit.
 #include "preload/export.h"
 
-#include "core/fork_path.h"
-#include "core/handoff.h"
-#include "core/runtime.h"
-#include "core/upgrade.h"
+#include "core/base/fork_path.h"
+#include "core/conn/handoff.h"
+#include "core/conn/upgrade.h"
+#include "core/process/runtime.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
 
 __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::start(); }
 // An exiting process hands over the connections a forked child may still hold
-// (core/handoff.h), lets the others put what the program sent into the peer's ring
-// (core/upgrade.h), then prints its counters.
+// (core/conn/handoff.h), lets the others put what the program sent into the peer's ring
+// (core/conn/upgrade.h), then prints its counters.
 __attribute__((destructor)) FERRY_FORK_PATH static void ferry_finish() {
   ferry::handoff::at_exit();
   ferry::upgrade::flush_at_exit();

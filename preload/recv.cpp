@@ -1,5 +1,5 @@
 // read, readv, recv, recvfrom, recvmsg, recvmmsg.
-#include "core/passthrough.h"
+#include "core/api/passthrough.h"
 #include "preload/export.h"
 
 using ferry::real;

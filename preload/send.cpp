@@ -1,5 +1,5 @@
 // write, writev, send, sendto, sendmsg, sendmmsg, sendfile.
-#include "core/passthrough.h"
+#include "core/api/passthrough.h"
 #include "preload/export.h"
 
 using ferry::real;

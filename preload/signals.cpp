@@ -1,9 +1,9 @@
 // sigaction and the calls libc builds on it without going through it: the program's
-// view of the signals ferry stands in for (core/signals.h).
+// view of the signals ferry stands in for (core/base/signals.h).
 #include "preload/export.h"
 
-#include "core/libc.h"
-#include "core/signals.h"
+#include "core/base/libc.h"
+#include "core/base/signals.h"
 
 FERRY_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   return ferry::signals::sigaction(sig, act, old);

@@ -1,5 +1,5 @@
 // poll, ppoll, select, pselect and the epoll family.
-#include "core/passthrough.h"
+#include "core/api/passthrough.h"
 #include "preload/export.h"
 
 FERRY_EXPORT FERRY_IO_PATH int poll(pollfd* fds, nfds_t n, int timeout_ms) {

@@ -1,4 +1,4 @@
-#include "core/claims.h"
+#include "core/conn/claims.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

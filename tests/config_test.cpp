@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "core/base/config.h"
 
 #include <gtest/gtest.h>
 

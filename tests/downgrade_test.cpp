@@ -1,7 +1,7 @@
 // The downgrade's arithmetic: whatever point a connection leaves RDMA at, the bytes the
 // receiver took from its ring followed by the resumed TCP stream (header and overlap
 // dropped) are exactly the bytes the sender was given, once each, in order.
-#include "core/downgrade.h"
+#include "core/proto/downgrade.h"
 
 #include <gtest/gtest.h>
 

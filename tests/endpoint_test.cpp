@@ -1,4 +1,4 @@
-#include "core/endpoint.h"
+#include "core/conn/endpoint.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

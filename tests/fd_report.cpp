@@ -1,7 +1,7 @@
 // Starts ferry's runtime as the preloaded library does in a freshly exec'd process and
 // prints the TCP sockets it found: "fd N ROLE blocking|nonblocking".
-#include "core/fdtable.h"
-#include "core/runtime.h"
+#include "core/conn/fdtable.h"
+#include "core/process/runtime.h"
 
 #include <cstdio>
 

@@ -1,7 +1,7 @@
 // The process's fd table following real descriptors through core's socket calls:
 // creation, dup family, fcntl, close, close_range, fork, exec and SCM_RIGHTS.
-#include "core/api.h"
-#include "core/fdtable.h"
+#include "core/api/api.h"
+#include "core/conn/fdtable.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The table as a data structure: growth, replacement, ranges, concurrency.
-#include "core/fdtable.h"
+#include "core/conn/fdtable.h"
 
-#include "core/epoll_set.h"
+#include "core/api/epoll_set.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "core/flow.h"
+#include "core/proto/flow.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // fork while other threads are inside calls: the child gets every lock fresh, and its
 // calls on the inherited sockets return.
-#include "core/api.h"
-#include "core/epoll_set.h"
-#include "core/fdtable.h"
-#include "core/stats.h"
-#include "core/forking.h"
-#include "core/link.h"
+#include "core/api/api.h"
+#include "core/api/epoll_set.h"
+#include "core/base/stats.h"
+#include "core/conn/fdtable.h"
+#include "core/conn/link.h"
+#include "core/process/forking.h"
 
 #include <gtest/gtest.h>
 

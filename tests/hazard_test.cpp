@@ -1,5 +1,5 @@
-#include "core/fdtable.h"
-#include "core/hazard.h"
+#include "core/base/hazard.h"
+#include "core/conn/fdtable.h"
 
 #include <gtest/gtest.h>
 

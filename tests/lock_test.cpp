@@ -1,6 +1,6 @@
-#include "core/lock.h"
+#include "core/base/lock.h"
 
-#include "core/forking.h"
+#include "core/process/forking.h"
 
 #include <gtest/gtest.h>
 

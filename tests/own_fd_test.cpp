@@ -1,6 +1,6 @@
 // The registry of ferry's own descriptors: what it answers, above and below the lowest
 // number it ever held.
-#include "core/own_fd.h"
+#include "core/base/own_fd.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

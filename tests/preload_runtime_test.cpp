@@ -46,7 +46,7 @@ TEST(PreloadRuntime, BacktraceOnFatalSignalKeepsTheExitStatus) {
 }
 
 // A process that never reaches RDMA maps no library for ferry: every forked child of a
-// server pays at exit for each one mapped (core/rdma_lib.h, core/fork_path.h).
+// server pays at exit for each one mapped (core/rdma/rdma_lib.h, core/base/fork_path.h).
 TEST(PreloadRuntime, MapsNoLibraryItDoesNotUse) {
   Result r = run("", "maps");
   ASSERT_EQ(r.status, 0) << r.output;

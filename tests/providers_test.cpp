@@ -1,4 +1,4 @@
-#include "core/providers.h"
+#include "core/rdma/providers.h"
 
 #include <linux/netlink.h>
 #include <rdma/ib_user_ioctl_verbs.h>

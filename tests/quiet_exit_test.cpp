@@ -1,4 +1,4 @@
-#include "core/quiet_exit.h"
+#include "core/base/quiet_exit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "core/rdma.h"
+#include "core/rdma/rdma.h"
 
 #include <errno.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
-#include "core/refusals.h"
+#include "core/conn/refusals.h"
 
-#include "core/user_shm.h"
+#include "core/base/user_shm.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "core/ring.h"
+#include "core/proto/ring.h"
 
 #include <gtest/gtest.h>
 

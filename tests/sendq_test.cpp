@@ -1,4 +1,4 @@
-#include "core/sendq.h"
+#include "core/proto/sendq.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-#include "core/signals.h"
+#include "core/base/signals.h"
 
-#include "core/libc.h"
+#include "core/base/libc.h"
 
 #include <gtest/gtest.h>
 
@@ -57,7 +57,7 @@ TEST(Signals, BeforeArmEveryCallIsLibcs) {
 TEST(Signals, TheProgramSeesItsOwnDispositions) {
   int status = in_child([] {
     signals::signal(SIGUSR1, SIG_IGN, false);
-    arm();
+    arm(nullptr);
     CHILD_EXPECT(program_sees(SIGTERM) == SIG_DFL, 10);
     CHILD_EXPECT(kernel_has(SIGTERM) != SIG_DFL && kernel_has(SIGTERM) != SIG_IGN, 11);
     CHILD_EXPECT(kernel_has(SIGUSR1) == SIG_IGN, 12);   // not the default: left alone
@@ -107,7 +107,7 @@ TEST(Signals, ABrokenPipeStillEndsTheProcessOfSIGPIPE) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     real.sigaction(SIGPIPE, &dfl, nullptr);
-    arm();
+    arm(nullptr);
     CHILD_EXPECT(kernel_has(SIGPIPE) != SIG_DFL, 10);
     CHILD_EXPECT(program_sees(SIGPIPE) == SIG_DFL, 11);
     int p[2];
@@ -123,7 +123,7 @@ TEST(Signals, ABrokenPipeStillEndsTheProcessOfSIGPIPE) {
 TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) {
     int status = in_child([sig] {
-      arm();
+      arm(nullptr);
       raise(sig);
       _exit(99);
     });
@@ -131,7 +131,7 @@ TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
   }
   // Set to SIG_DFL again after a handler: the same.
   int status = in_child([] {
-    arm();
+    arm(nullptr);
     signals::signal(SIGTERM, program_handler, false);
     signals::signal(SIGTERM, SIG_DFL, false);
     kill(getpid(), SIGTERM);
@@ -141,7 +141,7 @@ TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
   // Delivered inside sigsuspend, whose mask let it through while the thread's own
   // blocks it: still the end of the process, not a signal left pending.
   status = in_child([] {
-    arm();
+    arm(nullptr);
     sigset_t term, none;
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
@@ -154,7 +154,7 @@ TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
   // Ignored: not at all.
   status = in_child([] {
-    arm();
+    arm(nullptr);
     signals::signal(SIGTERM, SIG_IGN, false);
     raise(SIGTERM);
   });

@@ -1,4 +1,4 @@
-#include "core/socket.h"
+#include "core/conn/socket.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "core/stats.h"
+#include "core/base/stats.h"
 
 #include <gtest/gtest.h>
 

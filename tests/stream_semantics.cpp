@@ -629,7 +629,7 @@ void long_vector_lists() {
 // A client that sends its request and shuts its side down at once (before the upgrade
 // settles, so the kernel carries the FIN), then reads a reply larger than the ring, and
 // the server closes. Such a client can no longer prove through TCP that it holds the
-// connection (core/binding.h): its RDMA side goes, and the reply comes over TCP.
+// connection (core/conn/binding.h): its RDMA side goes, and the reply comes over TCP.
 void request_then_shutdown() {
   puts("request, shutdown(SHUT_WR) at once, then a reply larger than the ring");
   int c = -1;

@@ -1,7 +1,7 @@
 // The RDMA data path without sockets: two Channels connected through rdma_cm on the
 // test bed's address, streaming in both directions at once with every byte checked.
 // Skips unless TESTBED_IP names an address with an RDMA device behind it.
-#include "core/channel.h"
+#include "core/conn/channel.h"
 
 #include <gtest/gtest.h>
 

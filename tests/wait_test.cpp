@@ -1,4 +1,4 @@
-#include "core/wait.h"
+#include "core/base/wait.h"
 
 #include <gtest/gtest.h>
 

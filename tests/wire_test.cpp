@@ -1,4 +1,4 @@
-#include "core/wire.h"
+#include "core/proto/wire.h"
 
 #include <gtest/gtest.h>
 

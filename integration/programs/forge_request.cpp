@@ -2,7 +2,7 @@
 // listener, one per case, and prints how each was answered (a ferry server must refuse
 // every one). Runs without ferry.
 //   forge_request IP PORT
-#include "core/wire.h"
+#include "core/proto/wire.h"
 
 #include <arpa/inet.h>
 #include <poll.h>

@@ -13,7 +13,7 @@
 //
 // Prints what it saw: "accepted"/"refused", then "landed N bytes" and the printable
 // text of what landed (a ferry that binds its upgrades lets nothing land).
-#include "core/wire.h"
+#include "core/proto/wire.h"
 
 #include <arpa/inet.h>
 #include <poll.h>

@@ -324,7 +324,7 @@ scenario_plain_clients_churn() {
 
 # A client under ferry that opens a connection per request to a plain server: the first
 # requests are rejected (no rdma_cm listener on the port), and for a while after that
-# its connections to that server stay on TCP without asking (core/refusals.h).
+# its connections to that server stay on TCP without asking (core/conn/refusals.h).
 # A client under ferry that opens several connections at once to a plain server (a
 # client pool, wrk): one request asks, the others wait for its answer instead of each
 # building a queue pair and registering rings for nothing.

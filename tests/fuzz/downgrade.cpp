@@ -13,7 +13,7 @@
 // and otherwise takes exactly the header and consumed - offset bytes before `done`;
 // resend() passes only spans inside the staging area, in total no more than the range,
 // or refuses with -1.
-#include "core/downgrade.h"
+#include "core/proto/downgrade.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <vector>

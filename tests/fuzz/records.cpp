@@ -1,5 +1,5 @@
 // A receive ring as a peer can leave it: records_ring reads the input as a program of
-// steps on one RecordRing (core/records.h) over a ring of exactly its capacity.
+// steps on one RecordRing (core/proto/records.h) over a ring of exactly its capacity.
 //
 // The first byte picks the peer. An honest peer (even first byte) plans and seals its
 // sends as the sender does, and its writes land a few bytes at a time, in address
@@ -15,7 +15,7 @@
 // Program: byte 0: peer (bit 0) and capacity (4 KiB << (byte >> 1) % 3); bytes 1-2:
 // start cursor in units (cursors near 2^64 too); then steps, one byte of operation and
 // its arguments each (fuzz.h: missing bytes read as zero).
-#include "core/records.h"
+#include "core/proto/records.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <deque>

@@ -1,8 +1,8 @@
 // fuzz_seeds DIR: writes a small starting corpus for each fuzz target into
 // DIR/<target>/: well-formed messages and short programs of each peer, so the fuzzers
 // start from inputs that reach past the first checks.
-#include "core/downgrade.h"
-#include "core/wire.h"
+#include "core/proto/downgrade.h"
+#include "core/proto/wire.h"
 
 #include <sys/stat.h>
 

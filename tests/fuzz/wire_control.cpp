@@ -5,7 +5,7 @@
 // 16 bytes whose first byte names an operation; a rejected message leaves the output
 // alone; an accepted one encodes back to the same bytes (reserved bytes aside). Then
 // fields taken from the input round-trip through encode and decode.
-#include "core/wire.h"
+#include "core/proto/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <memory>

@@ -9,8 +9,8 @@
 // and bytes past the layout never change the verdict. Then the other way round: fields
 // taken from the input encode into bytes that decode to the same fields exactly when
 // the fields are valid.
-#include "core/ring.h"
-#include "core/wire.h"
+#include "core/proto/ring.h"
+#include "core/proto/wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <cstring>

@@ -1,0 +1,52 @@
+// The mutex of the data path (a connection's channel, a socket's send and receive
+// sides). Uncontended, taking and releasing it is one atomic instruction each, inline;
+// std::mutex costs two calls into pthread around the same work, and on the hot path of
+// an RDMA ring every instruction counts. Contended, waiters sleep on a futex.
+//
+// A holder stamps the lock with its process's fork generation (core/base/generation.h). In
+// a forked child, where only the forking thread lives on, a lock stamped by an older
+// generation was held by a thread that is not there: it counts as free. So a child
+// inherits no held lock, and its fork handler need not find and reset them.
+#pragma once
+
+#include "core/base/generation.h"
+
+#include <atomic>
+#include <cstdint>
+
+namespace ferry {
+
+class Lock {
+ public:
+  Lock() = default;
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+  void lock() noexcept {
+    uint32_t c = kFree;
+    if (!state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))
+      lock_contended(c);
+  }
+  bool try_lock() noexcept {
+    uint32_t c = kFree;
+    if (state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))
+      return true;
+    return stale(c) &&
+           state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  void unlock() noexcept {
+    if ((state_.exchange(kFree, std::memory_order_release) & kHow) == kWaited) wake_one();
+  }
+
+ private:
+  // The low two bits say how it is held; the rest is the holder's generation.
+  enum : uint32_t { kFree = 0, kHeld = 1, kWaited = 2, kHow = 3 };  // kWaited: held, and someone may sleep
+  static uint32_t word(uint32_t how) noexcept { return forking::generation() << 2 | how; }
+  // Held by a thread of an ancestor process: by nobody here.
+  static bool stale(uint32_t seen) noexcept { return seen != kFree && (seen >> 2) != (word(0) >> 2); }
+  void lock_contended(uint32_t seen) noexcept;
+  void wake_one() noexcept;
+  std::atomic<uint32_t> state_{kFree};
+};
+
+}  // namespace ferry

@@ -1,0 +1,129 @@
+#include "core/conn/binding.h"
+
+#include "core/base/libc.h"
+#include "core/base/log.h"
+#include "core/base/stats.h"
+#include "core/conn/channel.h"
+
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+namespace ferry::binding {
+namespace {
+
+bool fill(void* p, size_t n) {
+  auto* b = static_cast<uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t r = getrandom(b, n, 0);
+    if (r > 0) {
+      b += r;
+      n -= static_cast<size_t>(r);
+    } else if (r < 0 && errno != EINTR) {
+      // No kernel randomness (a seccomp filter, an old kernel): nothing weaker may stand
+      // in for it, so the connection is not upgraded.
+      FERRY_LOG(warn, "binding", "getrandom failed (%s): connections stay on TCP", strerror(errno));
+      return false;
+    }
+  }
+  return true;
+}
+
+Verdict refuse(Link& link, bool ended) {
+  Channel& ch = *link.channel;
+  link.forged.store(true);
+  if (ended) {
+    stats::add(stats::g.upgrades_unproven, 1);
+    FERRY_LOG(info, "binding", "TCP ended where the peer's proof belonged: the connection stays on TCP");
+  } else {
+    stats::add(stats::g.upgrades_forged, 1);
+    FERRY_LOG(warn, "binding",
+              "an RDMA peer that does not hold this TCP connection asked to carry it (no proof at its "
+              "cutover point): the connection stays on TCP");
+  }
+  std::lock_guard<Lock> lock(ch.mu());
+  ch.fail_st("the peer did not prove it holds the TCP connection");
+  return Verdict::refused;
+}
+
+}  // namespace
+
+bool nonce(wire::Nonce& out) noexcept { return fill(out.data(), out.size()); }
+
+bool secret(uint64_t& out) noexcept { return fill(&out, sizeof out); }
+
+bool room(int fd) noexcept {
+  pollfd p{fd, POLLOUT, 0};
+  return real.poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && !(p.revents & (POLLERR | POLLHUP));
+}
+
+size_t send_proof(int fd, const wire::Proof& proof) noexcept {
+  uint8_t buf[wire::kProofSize];
+  wire::encode(proof, buf);
+  size_t at = 0;
+  const auto until = std::chrono::steady_clock::now() + kPatience;
+  while (at < sizeof buf) {
+    const ssize_t r = real.send(fd, buf + at, sizeof buf - at, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      at += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    // Only a socket under memory pressure takes part of so small a write after poll()
+    // said it had room: the rest follows as soon as it can.
+    if (r < 0 && errno == EAGAIN && at > 0 && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd, POLLOUT, 0};
+      real.poll(&p, 1, 100);
+      continue;
+    }
+    break;
+  }
+  return at;
+}
+
+Verdict look(int fd, Link& link) noexcept {
+  Channel& ch = *link.channel;
+  wire::Nonce expect;
+  {
+    std::lock_guard<Lock> lock(ch.mu());
+    if (ch.trusted()) return Verdict::proven;
+    if (link.forged.load()) return Verdict::refused;
+    expect = ch.nonce();
+    if (link.tcp_received.load() != ch.peer_cutover()) {
+      // Bytes past the cutover point were taken as the stream's: where the proof
+      // belonged. Never meant to happen (core/api/stream.cpp reads no byte past it).
+      FERRY_LOG(error, "binding", "read %llu bytes past the peer's cutover point: the connection stays on TCP",
+                static_cast<unsigned long long>(link.tcp_received.load() - ch.peer_cutover()));
+      link.forged.store(true);
+      ch.fail_st("read past the cutover point");
+      return Verdict::refused;
+    }
+  }
+  uint8_t buf[wire::kProofSize];
+  ssize_t r;
+  do {
+    r = real.recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return errno == EAGAIN ? Verdict::wait : refuse(link, true);
+  if (r == 0) return refuse(link, true);
+  wire::Proof proof;
+  switch (wire::decode(buf, static_cast<size_t>(r), expect, proof)) {
+    case wire::Error::ok: break;
+    case wire::Error::too_short: return Verdict::wait;
+    default: return refuse(link, false);
+  }
+  // Peeked whole under rx_mu: the same bytes are taken now.
+  if (real.recv(fd, buf, sizeof buf, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof buf)) return refuse(link, true);
+  std::lock_guard<Lock> lock(ch.mu());
+  ch.proven_st(proof.secret);
+  stats::add(stats::g.upgraded, 1);
+  FERRY_LOG(debug, "binding", "the client proved it holds the TCP connection");
+  return Verdict::proven;
+}
+
+}  // namespace ferry::binding

@@ -1,0 +1,13 @@
+#include "core/conn/fdtable.h"
+
+#include "core/base/fork_path.h"
+
+namespace ferry::fdmap_detail {
+
+FERRY_FORK_PATH TableHolder::~TableHolder() {}
+
+// Among the data a forked child writes anyway (core/base/fork_path.h): a bind or an
+// unbind writes the map's size.
+FERRY_FORK_DATA constinit TableHolder g_table;
+
+}  // namespace ferry::fdmap_detail

@@ -1,0 +1,1096 @@
+#include "core/conn/upgrade.h"
+
+#include "core/base/wait.h"
+#include "core/conn/upgrade_state.h"
+
+#include "core/base/config.h"
+#include "core/base/fork_spare.h"
+#include "core/base/libc.h"
+#include "core/base/log.h"
+#include "core/base/signals.h"
+#include "core/base/stats.h"
+#include "core/conn/binding.h"
+#include "core/conn/claims.h"
+#include "core/conn/down.h"
+#include "core/conn/endpoint.h"
+#include "core/conn/fdtable.h"
+#include "core/conn/handoff.h"
+#include "core/conn/link.h"
+#include "core/conn/poller.h"
+#include "core/conn/refusals.h"
+#include "core/conn/send_side.h"
+#include "core/rdma/rdma.h"
+#include "core/rdma/rdma_lib.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ferry::upgrade {
+namespace detail {
+
+using poller::Clock;
+using endpoint::addresses;
+using endpoint::conn_key;
+using endpoint::is_loopback;
+using endpoint::port_of;
+using endpoint::tcp_counts;
+using endpoint::unmap;
+
+// The poller's watch of a connection's TCP side: one-shot while the handshake runs
+// (Link::watch_idle), then every arrival.
+constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
+
+FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
+// Whether requests wait in State::held for a connection not yet launched (set by the
+// poller at the end of each round, written only when it changes; read by launch()).
+FERRY_FORK_DATA std::atomic<bool> g_requests_held{false};
+FERRY_FORK_DATA forking::Spare<State> g_spare;
+State& st() { return *g_state; }
+
+// How long a request may wait for the program to accept its TCP connection
+// (FERRY_ACCEPT_WAIT_MS). The client's rdma_cm keeps retrying its request for about a
+// minute, so a longer wait ends with the client giving up on its own.
+std::chrono::milliseconds accept_wait() { return std::chrono::milliseconds(config().accept_wait_ms); }
+
+std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
+
+std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
+                                const sockaddr_storage& peer) {
+  auto c = std::make_unique<Conn>();
+  c->link = link;
+  c->local = local;
+  c->peer = peer;
+  c->local_port = port_of(reinterpret_cast<const sockaddr*>(&local));
+  c->peer_port = port_of(reinterpret_cast<const sockaddr*>(&peer));
+  return c;
+}
+
+// Attaches a fresh Link to s, moves it to `upgrading` and starts watching its TCP side
+// (here, on the program's thread, while fd surely is this socket). Program thread.
+std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const sockaddr_storage& local,
+                            const sockaddr_storage& peer, bool fresh) {
+  // A Link's channel owns its QP and CQ, which only the poller thread may destroy (it
+  // may be in the middle of their completions); whoever drops the last reference to a
+  // link with a channel hands it there.
+  std::shared_ptr<Link> link(new Link, [](Link* l) {
+    if (l->inherited) return;  // the parent's objects: see Link::inherited
+    // Without a channel it owns no RDMA object (nor a place in the poller's `live`).
+    if (!l->channel || !poller::submit([l] {
+          st().live.erase(l);
+          delete l;
+        }))
+      delete l;
+  });
+  link->client = client;
+  link->socket = s;
+  link->fd = fd;
+  uint64_t received = 0;
+  // A socket accept() has just returned: the program has read and written nothing on
+  // it yet, and four system calls a connection are saved.
+  if (!fresh && !tcp_counts(fd, client, link->tcp_sent, received)) return nullptr;
+  link->tcp_received.store(received);
+  auto c = make_conn(link, local, peer);
+  s->link = link;
+  if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
+  // After the transition: a later setsockopt sees it and sets the link's copy itself.
+  link->rcvlowat.store(s->rcvlowat.load());
+  link->watcher = c.get();
+  // A server's program that reads what is there and never sleeps on the connection
+  // during its handshake (a plain client's request, answered at once) costs no
+  // epoll_ctl: watch_for_sleeper or the establishment makes the watch.
+  if (fresh && !client) {
+    link->watch_idle.store(true);
+  } else {
+    link->watching.store(poller::watch(fd, kWatchHandshake, c.get()));
+  }
+  stats::add(stats::g.upgrades_started, 1);
+  return c;
+}
+
+void unwatch(Link& link) {
+  std::lock_guard<Lock> lock(link.watch_mu);
+  link.unwatched = true;
+  if (link.watching.exchange(false)) poller::unwatch(link.fd);
+}
+
+// Makes or re-arms the connection's watch (one-shot while its handshake runs), unless
+// it was removed for good: under watch_mu, fd is still the program's socket then (a
+// close takes the lock before the kernel frees the number).
+void watch_now(Link& link) {
+  std::lock_guard<Lock> lock(link.watch_mu);
+  if (link.unwatched) return;
+  const uint32_t events = link.phase.load() == Link::Phase::handshake ? kWatchHandshake : kWatchLive;
+  link.watch_idle.store(false);
+  if (link.watching.load()) {
+    poller::rewatch(link.fd, events, link.watcher);
+  } else {
+    link.watching.store(poller::watch(link.fd, events, link.watcher));
+  }
+}
+
+void answered_st(const Link* asker);
+
+void drop_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  if (c->link->client) answered_st(c->link.get());  // answered, failed or closed
+  unwatch(*c->link);
+  if (!c->link->client && !c->link->established()) remember_gone_st(c);
+  st().parked.erase(c);
+  if (c->claimed) claims::shared()->drop(c->key, getpid());
+  // The link, and with it its channel's rdma_cm id, may outlive this Conn (a socket or
+  // an epoll registration still holds it): events for that id from now on (the peer's
+  // DISCONNECTED) have no owner.
+  if (c->link->channel) c->link->channel->id()->context = nullptr;
+  if (c->parked) {
+    // Let go before its first data call: a forked child may serve it (and claim it).
+    if (claims::shared()) {
+      hold_st(std::move(c->parked), c->parked_hello, key_of_conn(c));
+    } else {
+      reject_st(std::move(c->parked));
+    }
+  }
+  if (!c->key.empty()) st().awaiting.erase(c->key);
+  if (c->registered) stats::g.rdma_registered_bytes.fetch_sub(c->registered, std::memory_order_relaxed);
+  auto it = st().conns.find(c->link.get());
+  if (it == st().conns.end()) return;
+  // Destroys ids and channels, here on the poller thread, once this round is over.
+  st().dropped.push_back(std::move(it->second));
+  st().conns.erase(it);
+}
+
+// A server connection the program let go before the poller took it up (Link::launch):
+// what its start and drop would have left behind, the note that it went. A request
+// that came for it first is refused, unless another process of the tree may serve it
+// (then it stays held, as drop_st would hold it again).
+void let_go_st(std::unique_ptr<Conn> c) {
+  FERRY_POLLER_ONLY();
+  unwatch(*c->link);
+  if (!claims::shared()) {
+    for (auto it = st().held.begin(); it != st().held.end();) {
+      if (it->key != c->key) {
+        ++it;
+        continue;
+      }
+      reject_st(std::move(it->id));
+      it = st().held.erase(it);
+    }
+  }
+  remember_gone_st(c.get());
+  st().dropped.push_back(std::move(c));  // a watch's event may still name it this round
+}
+
+void reject_st(rdma::CmId id) {
+  FERRY_POLLER_ONLY();
+  if (id) rdma_reject(id.get(), nullptr, 0);
+}
+
+// The upgrade is off: the connection stays on TCP.
+void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
+  FERRY_POLLER_ONLY();
+  if (!c->closed) stats::add(reason, 1);  // a closed one was never the program's to keep
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u %s: %s", c->link->client ? "client" : "server", c->local_port,
+            c->peer_port, c->closed ? "was closed; its answer" : "stays on TCP", why);
+  c->link->phase.store(Link::Phase::failed, std::memory_order_release);
+  if (SocketRef s = c->link->socket.lock(); s && s->transition(Transport::upgrading, Transport::kernel))
+    s->kernel_for_good.store(true, std::memory_order_release);
+  c->link->signal.bump();
+  if (c->pending) rdma_disconnect(c->pending->id());
+  drop_st(c);
+}
+
+// Persist probes (flow::Prober): once a tick, every channel whose bytes wait for room
+// at a peer that returned no credit since the last tick sends it an empty write, so a
+// peer host that vanished fails the queue pair (and the connection goes on over TCP,
+// whose own timeouts then speak, as without ferry).
+constexpr auto kProbeEvery = std::chrono::seconds(1);
+
+void schedule_probe_st();
+
+// Binding (core/conn/binding.h), once a tick: a server whose client's proof came while
+// nobody could take it takes it now; a client whose server has not answered its proof
+// for binding::kPatience goes on over TCP (its queued bytes with it).
+void binding_tick_st(Link* l) {
+  if (l->channel->trusted() || l->down.load()) return;
+  auto it = st().conns.find(l);
+  if (it == st().conns.end()) return;
+  const Conn* c = it->second.get();
+  if (!l->client) return send_side::look_for_proof(c->link);
+  const int64_t sent = l->proof_us.load(std::memory_order_relaxed);
+  if (sent == 0 || now_us() - sent < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
+    return;
+  stats::add(stats::g.upgrades_unproven, 1);
+  FERRY_LOG(warn, "binding", "port %u -> %u: the RDMA peer never answered our proof: going on over TCP",
+            c->local_port, c->peer_port);
+  {
+    std::lock_guard<Lock> lock(l->channel->mu());
+    l->channel->fail_st("the peer did not prove it holds the TCP connection");
+  }
+  down::want(*l, down::Why::failed);  // the queued bytes go over TCP at the program's next call
+}
+
+void probe_tick_st() {
+  FERRY_POLLER_ONLY();
+  st().probing = false;
+  for (Link* l : st().live) binding_tick_st(l);
+  for (Link* l : st().live) {
+    std::lock_guard<Lock> lock(l->channel->mu());
+    l->channel->probe_st();
+  }
+  schedule_probe_st();
+}
+
+void schedule_probe_st() {
+  if (st().probing || st().live.empty()) return;
+  st().probing = true;
+  poller::at_st(Clock::now() + kProbeEvery, probe_tick_st);
+}
+
+void established_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  SocketRef s = c->link->socket.lock();
+  if (!s) return;  // released meanwhile; retire() cleans up
+  c->registered = c->pending->registered_bytes();
+  stats::add(stats::g.rdma_registered_bytes, c->registered);
+  c->link->channel = std::move(c->pending);
+  st().live.insert(c->link.get());
+  schedule_probe_st();
+  c->link->phase.store(Link::Phase::established, std::memory_order_release);
+  watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
+  s->transition(Transport::upgrading, Transport::rdma);
+  signals::arm(flush_at_signal);
+  FERRY_LOG(debug, "upgrade", "%s port %u -> %u on RDMA", c->link->client ? "client" : "server", c->local_port, c->peer_port);
+  send_side::cut_over_soon(c->link, *s);
+  c->link->signal.bump();
+}
+
+// Why a channel could not be built or activated: resources, or a handshake the peer
+// abandoned meanwhile (a short-lived connection closed during its upgrade).
+std::atomic<uint64_t>& reason_of(const std::string& why) {
+  return Channel::handshake_gone(why) ? stats::g.tcp_timeout : stats::g.tcp_resources;
+}
+
+std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why) {
+  FERRY_POLLER_ONLY();
+  std::string dwhy;
+  rdma::Device* d = rdma::device_for(id->verbs, dwhy);
+  if (!d) {
+    why = dwhy;
+    return nullptr;
+  }
+  poller::watch_device_st(d);
+  return Channel::create(std::move(id), ring_size, why, &c->link->signal);
+}
+
+void start_client_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(poller::cm_channel(), &raw, c, RDMA_PS_TCP) != 0) {
+    fail_st(c, stats::g.tcp_resources, "rdma_create_id failed");
+    return;
+  }
+  c->id.reset(raw);
+  sockaddr_storage src = c->local, dst = c->peer;
+  unmap(src);
+  unmap(dst);
+  reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for sin6_port
+  if (c->redirect_port) reinterpret_cast<sockaddr_in*>(&dst)->sin_port = htons(c->redirect_port);
+  if (rdma_resolve_addr(raw, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst),
+                        static_cast<int>(config().upgrade_timeout_ms)) != 0) {
+    fail_st(c, stats::g.tcp_no_route, "rdma_resolve_addr failed");
+  }
+}
+
+void connect_when_armed_st(Conn* c);
+
+// How long a client's other connections to a server wait for one connection's answer
+// from it before each asks on its own: a ferry server holds a request until its program
+// accepts the connection.
+constexpr auto kAskAlone = std::chrono::milliseconds(200);
+constexpr const char* kAnsweredNo = "no rdma_cm listener on the port (another connection asked)";
+
+// `asker`'s answer came, or it stopped asking: each connection that waited for it asks
+// on its own, unless the answer was that nothing listens there (connect_when_armed_st).
+void answered_st(const Link* asker) {
+  FERRY_POLLER_ONLY();
+  for (const std::weak_ptr<Link>& w : st().askers.answered(asker)) {
+    std::shared_ptr<Link> link = w.lock();
+    auto it = link ? st().conns.find(link.get()) : st().conns.end();
+    if (it == st().conns.end()) continue;
+    Conn* c = it->second.get();
+    c->waiting = false;
+    c->alone = true;
+    connect_when_armed_st(c);
+  }
+}
+
+// c's server answered with a response or a redirect: it runs ferry. Connections to it
+// ask without waiting for each other's answers for a while.
+void serving_st(const Conn* c) {
+  FERRY_POLLER_ONLY();
+  st().serving.note(refusals::key_of(c->peer), ns_of(Clock::now()) + refusals::kMemoryNs);
+  answered_st(c->link.get());
+}
+
+void on_route_event_st(Conn* c, rdma_cm_event_type type) {
+  FERRY_POLLER_ONLY();
+  switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (!rdma::id_allowed(c->id.get(), config().devices)) return fail_st(c, stats::g.tcp_device_excluded, "device not in FERRY_DEVICES");
+      if (rdma_resolve_route(c->id.get(), static_cast<int>(config().upgrade_timeout_ms)) != 0)
+        fail_st(c, stats::g.tcp_no_route, "rdma_resolve_route failed");
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      c->resolved = true;
+      return connect_when_armed_st(c);
+    default:
+      return;
+  }
+}
+
+// The client connects once the route is known and the program has armed the upgrade.
+void connect_when_armed_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  int arm = c->link->arm.load();
+  if (!c->resolved || arm == Link::undecided || c->committed || c->waiting) return;
+  // The last moment either side may still back out alone.
+  SocketRef s = c->link->socket.lock();
+  if (!s) return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  // Answered by another connection while this one's route was resolved, or while it
+  // waited for that answer.
+  if (!c->redirect_port && refusals::refused_lately(c->peer)) return fail_st(c, stats::g.tcp_peer_refused, kAnsweredNo);
+  const refusals::Key key = refusals::key_of(c->peer);
+  // One question per server at a time (refusals::Askers), unless it is known to run ferry.
+  if (!c->alone && !c->redirect_port && !st().serving.holds(key, ns_of(Clock::now()))) {
+    c->waiting = !st().askers.ask(key, c->link);
+    if (c->waiting) {
+      const Link* asker = st().askers.asker_of(key);
+      return poller::at_st(Clock::now() + kAskAlone, [key, asker] {
+        if (st().askers.asker_of(key) == asker) answered_st(asker);  // no answer yet
+      });
+    }
+  }
+  std::string why;
+  c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
+  if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
+    return fail_st(c, reason_of(why), why.c_str());
+  uint8_t hello[wire::kHelloSize];
+  wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);
+  rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), hello, sizeof hello);
+  if (rdma_connect(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_connect failed");
+  c->committed = true;
+  FERRY_LOG(debug, "upgrade", "client port %u -> %u asks to upgrade", c->local_port, c->peer_port);
+}
+
+// The server's listening process sent us to the process that serves the connection:
+// ask again there, once, with a fresh id and queue pair.
+void follow_st(Conn* c, uint16_t port) {
+  FERRY_POLLER_ONLY();
+  serving_st(c);
+  if (c->closed) return fail_st(c, stats::g.tcp_timeout, "redirected");
+  stats::add(stats::g.upgrades_redirected, 1);
+  FERRY_LOG(debug, "upgrade", "client port %u -> %u redirected to rdma_cm port %u", c->local_port, c->peer_port, port);
+  c->redirect_port = port;
+  c->committed = false;
+  c->resolved = false;
+  if (c->pending) {
+    c->pending->id()->context = nullptr;
+    std::shared_ptr<Channel> rejected(std::move(c->pending));
+    poller::at_st(Clock::now(), [rejected] {});  // its event was acknowledged: gone after this round
+  }
+  start_client_st(c);
+}
+
+// The reject reason an IB CM (and RoCE's) gives when nothing listens on the port.
+constexpr int kNoListener = 8;  // IB_CM_REJ_INVALID_SERVICE_ID
+
+void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void* data, uint8_t len) {
+  FERRY_POLLER_ONLY();
+  std::string why;
+  switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return on_route_event_st(c, type);
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: {  // the QP is ours: rdma_cm leaves it to us
+      serving_st(c);
+      if (c->closed) return fail_st(c, stats::g.tcp_timeout, "accepted");
+      wire::Welcome w;
+      wire::Error e = wire::decode(data, len, w);
+      if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
+      if (!c->pending->set_peer(w.ring, why)) return fail_st(c, reason_of(why), why.c_str());
+      uint64_t secret = 0;
+      if (!binding::secret(secret)) return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
+      // Nothing the server says counts until it proved it read our proof (core/conn/binding.h).
+      c->pending->await_bound_st(w.nonce, secret);
+      if (!c->pending->activate(why)) return fail_st(c, reason_of(why), why.c_str());
+      if (rdma_establish(c->pending->id()) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_establish failed");
+      return established_st(c);
+    }
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      return fail_st(c, stats::g.tcp_no_route, rdma_event_str(type));
+    case RDMA_CM_EVENT_REJECTED: {
+      wire::Redirect r;
+      if (!c->redirect_port && wire::decode(data, len, r) == wire::Error::ok) return follow_st(c, r.port);
+      if (!c->redirect_port && status == kNoListener) {
+        refusals::note_refusal(c->peer);  // the server runs no ferry: not asked again for a while
+        return fail_st(c, stats::g.tcp_peer_refused, "REJECTED: no rdma_cm listener on the port");
+      }
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    }
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    default:
+      return;
+  }
+}
+
+// Answers a request with the server connection it names.
+void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until);
+
+void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
+  FERRY_POLLER_ONLY();
+  st().awaiting.erase(c->key);
+  if (c->claimed) {  // the request we claimed it for has come
+    claims::shared()->drop(c->key, getpid());
+    c->claimed = false;
+  }
+  c->key.clear();
+  if (c->link->arm.load() == Link::undecided) c->link->arm_awaited.store(true);
+  if (c->link->arm.load() == Link::undecided) {
+    // Matched; answered at the program's first data call on the connection, made by
+    // whichever process uses it. A process that forks and leaves the connection to its
+    // child never answers, and the client stays on TCP with the child.
+    c->parked = std::move(id);
+    c->parked_hello = h;
+    st().parked.insert(c);
+    schedule_recheck_st();
+    return;
+  }
+  SocketRef s = c->link->socket.lock();
+  if (!s) {
+    reject_st(std::move(id));
+    return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  }
+  id->context = c;
+  std::string why;
+  // Our ring is no larger than the client's, which sized its staging area to it.
+  uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
+  c->pending = build_channel_st(c, std::move(id), ring, why);
+  if (!c->pending) return fail_st(c, reason_of(why), why.c_str());
+  // Whoever asked must prove, through the TCP connection, that it is its client before
+  // anything of the ring counts (core/conn/binding.h).
+  wire::Nonce nonce;
+  if (!binding::nonce(nonce)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
+  }
+  c->pending->await_proof_st(nonce);
+  if (!c->pending->set_peer(h.ring, why) || !c->pending->activate(why)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, reason_of(why), why.c_str());
+  }
+  answer_st(c->link, Clock::now() + window());
+}
+
+// Sends the Welcome of c's built channel. Receives wait while it is out
+// (Link::answered), and one that looked before it went must have finished its read
+// first: it could take the client's proof as the stream's. So it goes while the
+// socket's receive side is free, a moment later if a receive holds it now.
+void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
+  auto it = st().conns.find(link.get());
+  if (it == st().conns.end() || !it->second->pending || it->second->committed) return;
+  Conn* c = it->second.get();
+  SocketRef s = link->socket.lock();
+  std::unique_lock<Lock> rx;
+  if (s) rx = std::unique_lock<Lock>(s->rx_mu, std::try_to_lock);
+  if (!s || (!rx.owns_lock() && Clock::now() >= until)) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_timeout, s ? "its receives left no moment to answer" : "closed before the upgrade");
+  }
+  if (!rx.owns_lock()) {
+    poller::at_st(Clock::now() + std::chrono::milliseconds(1), [weak = std::weak_ptr<Link>(link), until] {
+      if (std::shared_ptr<Link> l = weak.lock()) answer_st(l, until);
+    });
+    return;
+  }
+  link->answered.store(true);
+  rx.unlock();
+  uint8_t welcome[wire::kWelcomeSize];
+  wire::encode(wire::Welcome{c->pending->local_ring(), c->pending->nonce()}, welcome);
+  rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
+  if (rdma_accept(c->pending->id(), &p) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_accept failed");
+  c->committed = true;
+  // A handshake that never settles must not hold the receives for good.
+  poller::at_st(Clock::now() + 2 * window(), [weak = std::weak_ptr<Link>(link)] {
+    std::shared_ptr<Link> l = weak.lock();
+    auto at = l ? st().conns.find(l.get()) : st().conns.end();
+    if (at == st().conns.end() || l->phase.load() != Link::Phase::handshake) return;
+    fail_st(at->second.get(), stats::g.tcp_timeout, "the answered handshake did not settle");
+  });
+}
+
+void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len) {
+  FERRY_POLLER_ONLY();
+  rdma::CmId id(raw);
+  id->context = nullptr;
+  wire::Hello h;
+  wire::Error e = wire::decode(data, len, h);
+  if (e == wire::Error::ok && !l->redirect && h.server_port != l->port) e = wire::Error::bad_port;
+  if (e != wire::Error::ok) {
+    stats::add(stats::g.requests_malformed, 1);
+    FERRY_LOG(info, "upgrade", "rejected a request on port %u: %s", l->port, wire::to_string(e));
+    return reject_st(std::move(id));
+  }
+  std::string key = conn_key(rdma_get_peer_addr(raw), h.client_port, h.server_port);
+  auto it = st().awaiting.find(key);
+  if (l->redirect) {
+    // Sent here by the listening process: only a connection we claimed qualifies.
+    if (it != st().awaiting.end() && it->second->claimed) return accept_request_st(it->second, std::move(id), h);
+    stats::add(stats::g.requests_unmatched, 1);
+    return reject_st(std::move(id));
+  }
+  claims::Claim who;
+  if (claimed_elsewhere(key, who)) return redirect_st(std::move(id), who.port);
+  if (it != st().awaiting.end()) return accept_request_st(it->second, std::move(id), h);
+  // Let go here; without a claims table nobody else can serve it.
+  if (!claims::shared() && is_gone_st(key)) {
+    stats::add(stats::g.requests_unmatched, 1);
+    FERRY_LOG(debug, "upgrade", "refused a request for a connection already let go (%s port %u to %u)",
+              endpoint::ip_text(rdma_get_peer_addr(raw)).c_str(), h.client_port, h.server_port);
+    return reject_st(std::move(id));
+  }
+  hold_st(std::move(id), h, std::move(key));
+}
+
+void on_server_event_st(Conn* c, rdma_cm_event_type type) {
+  FERRY_POLLER_ONLY();
+  switch (type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return established_st(c);
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_REJECTED:
+      return fail_st(c, stats::g.tcp_peer_refused, rdma_event_str(type));
+    default:
+      return;
+  }
+}
+
+void start_server_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  st().awaiting[c->key] = c;
+  st().gone.erase(c->key);  // a new connection with the same addresses and ports
+  for (auto it = st().held.begin(); it != st().held.end(); ++it) {
+    if (it->key == c->key) {
+      rdma::CmId id = std::move(it->id);
+      wire::Hello h = it->hello;
+      st().held.erase(it);
+      return accept_request_st(c, std::move(id), h);
+    }
+  }
+}
+
+// Notes the time of the peer's first bytes; true for the note that counted. Any thread.
+bool note_spoke(Link& link) {
+  int64_t none = 0;
+  return link.spoke_ns.load(std::memory_order_relaxed) == 0 &&
+         link.spoke_ns.compare_exchange_strong(none, ns_of(Clock::now()));
+}
+
+void Conn::on_event_st(uint32_t) {
+  FERRY_POLLER_ONLY();
+  if (link->phase.load() == Link::Phase::handshake) {
+    note_spoke(*link);
+    arm_deadline_st(this);
+    // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
+    // below, so that one that misses this store is woken by the bump).
+    link->watch_idle.store(true);
+  }
+  link->tcp_events.fetch_add(1, std::memory_order_relaxed);
+  link->signal.bump();
+  // A server still waiting for its client's proof takes it as it arrives, whether or
+  // not the program reads now.
+  if (!link->client && link->established()) send_side::look_for_proof(link);
+}
+
+void adopt_st(std::unique_ptr<Conn> conn) {
+  FERRY_POLLER_ONLY();
+  Conn* c = conn.get();
+  c->adopted = true;
+  st().conns[c->link.get()] = std::move(conn);
+}
+
+// How long a closed connection waits for its peer to make progress (room in its ring
+// for queued bytes, completions of what was posted) before it is dropped. Looks come
+// every millisecond at first, then every kSlowLook: a peer that stopped reading should
+// not cost a poller look per millisecond for a minute.
+constexpr auto kRetirePatience = std::chrono::seconds(60);
+constexpr auto kFastLooks = std::chrono::seconds(2);
+constexpr auto kSlowLook = std::chrono::milliseconds(50);
+
+// A client connection closed while its request was out: the answer still tells whether
+// the server runs ferry (core/conn/refusals.h), to the connections that wait for it
+// (Askers) and to the process's next ones. Without it, a client that closes each
+// connection sooner than a plain server's rdma_cm can refuse would never learn, and
+// would ask again for every connection. The handshake stays for its answer, one
+// upgrade window at most, and is dropped with it.
+void await_answer_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  c->closed = true;
+  poller::at_st(Clock::now() + window(), [weak = std::weak_ptr<Link>(c->link)] {
+    std::shared_ptr<Link> link = weak.lock();
+    auto it = link ? st().conns.find(link.get()) : st().conns.end();
+    if (it != st().conns.end()) fail_st(it->second.get(), stats::g.tcp_timeout, "no answer to its request");
+  });
+}
+
+// Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
+// after a close), then closes the RDMA side and the TCP duplicate. `progress` is when
+// the peer last made progress.
+void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
+  FERRY_POLLER_ONLY();
+  auto it = st().conns.find(link.get());
+  if (it == st().conns.end()) return;
+  Conn* c = it->second.get();
+  if (link->channel && link->down.load()) {
+    // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
+    if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {
+      poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
+      return;
+    }
+    down::close_dup(*link);
+    rdma_disconnect(link->channel->id());
+  } else if (link->channel) {
+    const auto now = Clock::now();
+    bool drained, to_tcp;
+    {
+      std::lock_guard<Lock> lock(link->channel->mu());
+      Channel& ch = *link->channel;
+      const size_t unsent = ch.unsent_st();
+      ch.progress_st();
+      // A peer that disconnected reads nothing more: what is left is lost with it, as
+      // with kernel TCP when the peer's socket is gone.
+      drained = ch.failed() || link->peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
+      // A client's bytes held for a peer that never proved it was the TCP connection's
+      // server (core/conn/binding.h) belong to that server: they go over TCP.
+      to_tcp = link->client && !ch.trusted() && !ch.drained_st() && (ch.failed() || link->peer_gone.load());
+      if (ch.unsent_st() != unsent) progress = now;
+    }
+    if (to_tcp) {
+      down::want(*link, down::Why::failed);
+      return retire_st(link, now);
+    }
+    if (!drained && now - progress < kRetirePatience) {
+      const auto next = now - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
+      poller::at_st(now + next, [link, progress] { retire_st(link, progress); });
+      return;
+    }
+    down::close_dup(*link);  // kept for a binding that came (closing())
+    rdma_disconnect(link->channel->id());
+  } else if (link->client && c->committed && link->phase.load() == Link::Phase::handshake) {
+    return await_answer_st(c);
+  }
+  drop_st(c);
+}
+
+// Hands a handshake to the poller: a client resolves its route at once; a server waits
+// for the request, and claims the connection if another process's listener receives it
+// and the program already made its first data call (a reclaimed one always has). A
+// connection accepted on our own listener is posted, not submitted: the poller takes
+// it up at its next round, which comes with the request, the connection's first bytes
+// or the program's need (a first data call that has to tell it, a sleeper), each
+// handed over after it.
+void launch(std::unique_ptr<Conn> conn) {
+  const bool now = conn->link->client || conn->foreign;
+  if (!now) conn->link->launch.store(Link::posted);
+  auto start = [c = conn.release()] {
+    std::unique_ptr<Conn> owned(c);
+    uint8_t was = Link::posted;
+    if (!c->link->launch.compare_exchange_strong(was, Link::taken) && was == Link::let_go)
+      return let_go_st(std::move(owned));
+    adopt_st(std::move(owned));
+    if (c->link->client) return start_client_st(c);
+    start_server_st(c);
+    arm_deadline_st(c);  // bytes seen before (Link::spoke_ns; peer_spoke left it here)
+    if (c->foreign && c->link->arm.load() == Link::go) claim_st(c);
+  };
+  // A request held for this connection (accepted after the request came) waits for
+  // it: g_requests_held wakes the poller then.
+  now ? poller::submit(std::move(start)) : poller::post(std::move(start), &g_requests_held);
+}
+
+// Either side of a fresh connection: the handshake starts in the background unless
+// the peer is loopback or the process has no RDMA. `fresh`: accept() has just returned
+// it.
+void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) noexcept {
+  // Without RDMA, no system call: a process that cannot upgrade pays nothing per
+  // connection (so its loopback connections count here too).
+  if (!rdma::some_device_allowed(config().devices)) {  // before the poller: rdma-core stays unloaded
+    stats::add(stats::g.tcp_device_excluded, 1);
+    return;
+  }
+  if (poller::unavailable() || !rdma_lib::host_has_rdma()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
+    return;
+  }
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return;
+  // Loopback never leaves the host's kernel (either end, so also a client bound to an
+  // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
+  // Before the poller: a server the user's processes know to run no ferry costs a new
+  // process no rdma-core (core/conn/refusals.h).
+  if (client && refusals::refused_lately(peer)) {
+    stats::add(stats::g.tcp_peer_refused, 1);
+    return;
+  }
+  if (!poller::available()) {
+    stats::add(stats::g.tcp_no_rdma, 1);
+    return;
+  }
+  auto conn = begin(fd, s, client, local, peer, fresh);
+  if (!conn) return;
+  if (!client) conn->key = key_of_conn(conn.get());
+  conn->foreign = foreign;
+  if (foreign) conn->link->arm_awaited.store(true);  // its first data call makes the claim
+  launch(std::move(conn));
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+void client_connected(int fd, const SocketRef& s) noexcept { start(fd, s, true, false, false); }
+
+void peer_spoke(const std::shared_ptr<Link>& link) noexcept {
+  if (link->client || !note_spoke(*link)) return;
+  // A connection the poller has not taken up yet is armed by its launch, which looks
+  // at spoke_ns after taking it (as this looks at `launch` after noting the time).
+  if (link->launch.load() != Link::taken) return;
+  // Handed over without a wake: the deadline counts from now, and the poller's next
+  // round arms it (the connection's next arrival brings one if nothing comes sooner).
+  poller::post([weak = std::weak_ptr<Link>(link)] {
+    auto alive = weak.lock();
+    auto it = alive ? st().conns.find(alive.get()) : st().conns.end();
+    if (it != st().conns.end()) arm_deadline_st(it->second.get());
+  });
+}
+
+void watch_for_sleeper(Link& link) noexcept {
+  if (link.established()) return;
+  // Made or re-armed here, without a poller round: the Conn it reports to lives while
+  // the watch may be made (watch_now).
+  if (link.watch_idle.exchange(false)) watch_now(link);
+  // The limit on a server's wait for its request, posted by a read (peer_spoke), is
+  // armed before anyone sleeps on the connection: the poller may have no other reason
+  // to run until the peer's next bytes, which may be long in coming.
+  if (!link.client && link.spoke_ns.load() != 0 && !link.limit_armed.load(std::memory_order_relaxed)) poller::nudge();
+}
+
+void server_listening(int fd, const SocketRef& s) noexcept {
+  if (!rdma::some_device_allowed(config().devices) || poller::unavailable() || !rdma_lib::host_has_rdma()) return;
+  sockaddr_storage local;
+  socklen_t len = sizeof local;
+  if (real.getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+  // A listener on a loopback address only ever accepts loopback connections, which stay
+  // on TCP: it needs no rdma_cm listener, and the process maps no rdma-core for it (a
+  // server that forks per connection would pay for those mappings in every child).
+  if (is_loopback(reinterpret_cast<const sockaddr*>(&local)) || !poller::available()) return;
+  int reuse = 0;
+  socklen_t optlen = sizeof reuse;
+  const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;
+  // Before any fork: the processes this one forks to serve its connections share it
+  // (and, for a reuseport listener, the other processes of its user: core/conn/claims.h).
+  claims::make_shared(reuseport);
+  s->listening_pid.store(getpid());
+  const Socket* key = s.get();
+  std::weak_ptr<Socket> weak = s;
+  // Returns once rdma_cm listens too: a program may tell its client the port as soon as
+  // listen() returns (qperf, FTP's passive mode), and a request that came before the
+  // rdma_cm listener would be rejected, the connection kept on TCP.
+  poller::run([local, key, weak, reuseport] {
+    auto l = std::make_unique<Listener>();
+    l->port = port_of(reinterpret_cast<const sockaddr*>(&local));
+    l->socket = key;
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(poller::cm_channel(), &raw, l.get(), RDMA_PS_TCP) != 0) return;
+    l->id.reset(raw);
+    sockaddr_storage addr = local;
+    unmap(addr);
+    if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&addr)) != 0 || rdma_listen(raw, 1024) != 0) {
+      const int err = errno;
+      if (reuseport && err == EADDRINUSE && claims::shared()) {
+        // Another listener of the reuseport group holds the rdma_cm port: it receives
+        // the requests for this one's connections and redirects them here once they
+        // are claimed.
+        if (SocketRef held = weak.lock()) held->listening_pid.store(Socket::kListenerElsewhere);
+        FERRY_LOG(debug, "upgrade", "port %u: another process's reuseport listener takes its requests", l->port);
+        return;
+      }
+      // Someone else holds the port in rdma_cm's port space (any user may bind one): it
+      // cannot carry this listener's connections (core/conn/binding.h), which stay on TCP.
+      FERRY_LOG(warn, "upgrade",
+                "port %u: no rdma_cm listener (%s): its connections stay on TCP. %s", l->port, strerror(err),
+                err == EADDRINUSE ? "Another program holds the port in rdma_cm's port space (see `ss`-like "
+                                    "`rdma resource show cm_id`); stop it, or listen on another port."
+                                  : "");
+      return;
+    }
+    FERRY_LOG(debug, "upgrade", "rdma_cm listening on port %u", l->port);
+    st().listeners[key] = std::move(l);
+  }, window());
+}
+
+void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign, true); }
+
+namespace {
+
+// The claims table's note that a connection was passed unused: its key in a space of
+// its own, so that no redirect ever reads it.
+bool passed_key(int fd, std::string& key) {
+  sockaddr_storage local, peer;
+  if (!addresses(fd, local, peer)) return false;
+  key = "passed|" + conn_key(reinterpret_cast<const sockaddr*>(&peer), port_of(reinterpret_cast<const sockaddr*>(&peer)),
+                             port_of(reinterpret_cast<const sockaddr*>(&local)));
+  return key.size() < claims::kKeySize;
+}
+
+}  // namespace
+
+void passing(int fd, Socket& s) noexcept {
+  claims::Table* t = claims::shared();
+  std::string key;
+  if (!t || !s.link || s.link->client || s.link->inherited || s.link->arm.load() != Link::undecided ||
+      s.transport() != Transport::upgrading || !passed_key(fd, key))
+    return;
+  const int64_t now = ns_of(Clock::now());
+  t->claim(key, {getpid(), 0}, now, now + ns_of(Clock::time_point(accept_wait())));
+}
+
+void passed_in(int fd, const SocketRef& s) noexcept {
+  claims::Table* t = claims::shared();
+  std::string key;
+  claims::Claim who;
+  if (!t || s->role() != Role::active || s->link || !passed_key(fd, key) || !t->find(key, ns_of(Clock::now()), who))
+    return;
+  t->drop(key, who.pid);
+  FERRY_LOG(debug, "upgrade", "fd %d: a connection passed unused by process %d: upgrading it here", fd, who.pid);
+  start(fd, s, false, true, false);
+}
+
+namespace {
+
+// A forked child's first data call on a connection its parent had not yet used: the
+// child serves it, so the child upgrades it, with the Link it inherited (which holds
+// none of the parent's RDMA objects: nothing is built before the first data call).
+void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
+  sockaddr_storage local, peer;
+  uint64_t received = 0;
+  if (!poller::available() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
+    link->phase.store(Link::Phase::failed);
+    s.transition(Transport::upgrading, Transport::kernel);
+    return;
+  }
+  link->tcp_received.store(received);
+  link->fd = fd;
+  link->inherited = false;
+  auto conn = make_conn(link, local, peer);
+  if (!link->client) {
+    conn->key = key_of_conn(conn.get());
+    conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
+  }
+  {
+    std::lock_guard<Lock> lock(link->watch_mu);
+    link->watcher = conn.get();
+    link->unwatched = false;  // the watch is this process's now
+    // The wait for the request starts afresh here, as the parent's did.
+    link->spoke_ns.store(0);
+    link->launch.store(Link::taken);  // the parent's post, if any, is the parent's
+    link->limit_armed.store(false);
+    link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
+  }
+  stats::add(stats::g.upgrades_started, 1);
+  stats::add(stats::g.upgrades_reclaimed, 1);
+  launch(std::move(conn));
+}
+
+}  // namespace
+
+void first_data_call(int fd, Socket& s) noexcept {
+  std::shared_ptr<Link> link = s.link;
+  if (!link || link->arm.load() != Link::undecided) return;
+  if (link->inherited && !link->reclaimable) return;
+  int expected = Link::undecided;
+  if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
+  if (link->inherited) return reclaim(fd, s, link);
+  if (!link->client && !link->arm_awaited.load()) return;  // the poller holds nothing for it
+  poller::submit([link] {
+    auto it = st().conns.find(link.get());
+    if (it == st().conns.end()) return;
+    Conn* c = it->second.get();
+    if (link->client) return connect_when_armed_st(c);
+    if (c->foreign && !c->claimed && !c->committed) return claim_st(c);
+    if (c->parked) {
+      st().parked.erase(c);
+      rdma::CmId id = std::move(c->parked);
+      accept_request_st(c, std::move(id), c->parked_hello);
+    }
+  });
+}
+
+bool forgo(Socket& s) noexcept {
+  if (!s.link || s.link->arm.load() != Link::undecided || !s.transition(Transport::upgrading, Transport::kernel))
+    return false;
+  // The poller's side of it (a request held for the first data call) times out.
+  s.link->phase.store(Link::Phase::failed, std::memory_order_release);
+  s.kernel_for_good.store(true, std::memory_order_release);
+  s.link->signal.bump();
+  return true;
+}
+
+void before_fork() noexcept { g_spare.make(); }
+
+void after_fork_child() noexcept {
+  // The parent's connections and listeners are the parent's business.
+  g_state = g_spare.take();
+  g_requests_held.store(false, std::memory_order_relaxed);
+  if (Link::alive() == 0) return;
+  fd_table().for_each([](int, const SocketRef& s) {
+    if (!s->link) return;
+    s->link->inherited = true;
+    s->link->watching.store(false);  // the parent's poller watches it, not ours
+    s->link->unwatched = true;
+    if (s->transport() == Transport::upgrading && s->link->arm.load() == Link::undecided &&
+        s->link->phase.load() == Link::Phase::handshake) {
+      // Never used by the parent: the child's first data call upgrades it (reclaim()).
+      s->link->reclaimable = true;
+    } else if (s->link->owner) {
+      // On the parent's hand-over board: the child's first use asks for it.
+      s->link->orphaned = true;
+    } else if (s->transition(Transport::upgrading, Transport::kernel)) {
+      s->link->phase.store(Link::Phase::failed);
+    } else if (s->transport() == Transport::rdma) {
+      s->link->orphaned = true;
+    }
+  });
+}
+
+void closing(int fd, Socket& s, bool last) noexcept {
+  if (!s.link) return;
+  handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
+  if (s.link->fd == fd) unwatch(*s.link);
+  // Going back to TCP: the backlog must outlive the program's descriptors. So must a
+  // client's bytes held for a server that has not answered its proof yet
+  // (core/conn/binding.h): they go over TCP if it never does.
+  if (!s.link->inherited && s.transport() == Transport::rdma &&
+      (s.link->down.load() || (s.link->client && s.link->established() && !s.link->channel->trusted())))
+    down::prepare(fd, *s.link);
+  // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).
+  if (last && s.link->proof_due.load() && !s.link->down.load()) {
+    std::lock_guard<Lock> tx(s.tx_mu);
+    send_side::write_proof(fd, *s.link, true);
+  }
+  if (last) send_side::abort_if_unread(fd, s);
+}
+
+void release(Socket& s) noexcept {
+  const Socket* key = &s;
+  if (s.role() == Role::listener) {
+    // Only the process that listened has an rdma_cm listener for it.
+    if (s.listening_pid.load() != getpid() || !poller::available()) return;
+    // Requests for connections accepted just before the close may still be on their
+    // way: the rdma_cm listener stays for one upgrade window.
+    poller::submit([key] {
+      auto it = st().listeners.find(key);
+      if (it == st().listeners.end()) return;
+      std::shared_ptr<Listener> l(std::move(it->second));
+      st().listeners.erase(it);
+      poller::at_st(Clock::now() + window(), [l] {});
+    });
+    return;
+  }
+  std::shared_ptr<Link> link = s.link;
+  if (!link || link->inherited) return;  // a forked child's copy: the parent's business
+  // Not taken up by the poller yet: its launch finds it let go, and nothing is posted.
+  uint8_t posted = Link::posted;
+  if (link->launch.load(std::memory_order_relaxed) == posted && link->launch.compare_exchange_strong(posted, Link::let_go))
+    return;
+  if (link->down.load()) {
+    down::released(*link);
+  } else if (link->established()) {
+    std::lock_guard<Lock> tx(s.tx_mu);
+    send_side::end(-1, s, *link, s.linger_s.load() == 0);
+    std::lock_guard<Lock> lock(link->channel->mu());
+    link->channel->flush_st();
+  }
+  // A connection that never had a channel leaves only the poller's table entry.
+  auto retire = [link, now = Clock::now()] { retire_st(link, now); };
+  link->established() ? poller::submit(std::move(retire)) : poller::post(std::move(retire));
+}
+
+void end_of_batch_st() {
+  st().dropped.clear();
+  // Before the poller's fenced look at its queue, ahead of any sleep (poller::post).
+  const bool held = !st().held.empty();
+  if (g_requests_held.load(std::memory_order_relaxed) != held) g_requests_held.store(held, std::memory_order_relaxed);
+}
+
+void channel_barrier_st() noexcept {
+  // On the poller thread, or on a thread that holds it between rounds (poller::move_fd).
+  for (Link* l : st().live) {
+    l->channel->mu().lock();
+    l->channel->mu().unlock();
+  }
+}
+
+void on_cm_event_st(rdma_cm_event* ev) {
+  FERRY_POLLER_ONLY();
+  // Copy what is needed, then acknowledge: an id can only be destroyed once its
+  // events are acknowledged.
+  rdma_cm_event_type type = ev->event;
+  const int status = ev->status;
+  rdma_cm_id* id = ev->id;
+  Endpoint* owner = static_cast<Endpoint*>(id ? id->context : nullptr);
+  Endpoint* listen_owner = static_cast<Endpoint*>(ev->listen_id ? ev->listen_id->context : nullptr);
+  uint8_t data[256];
+  uint8_t len = ev->param.conn.private_data_len;
+  if (ev->param.conn.private_data && len) memcpy(data, ev->param.conn.private_data, len);
+  rdma_ack_cm_event(ev);
+
+  if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    if (listen_owner && listen_owner->kind == Endpoint::Kind::listener) {
+      on_request_st(id, static_cast<Listener*>(listen_owner), data, len);
+    } else {
+      rdma_reject(id, nullptr, 0);
+      rdma_destroy_id(id);
+    }
+    return;
+  }
+  if (!owner || owner->kind != Endpoint::Kind::conn) return;
+  auto* c = static_cast<Conn*>(owner);
+  if (type == RDMA_CM_EVENT_DISCONNECTED) {
+    c->link->peer_gone.store(true);
+    c->link->signal.bump();
+    return;
+  }
+  if (c->link->phase.load() != Link::Phase::handshake) return;
+  if (c->link->client) {
+    on_client_event_st(c, type, status, data, len);
+  } else {
+    on_server_event_st(c, type);
+  }
+}
+
+}  // namespace ferry::upgrade

@@ -1,0 +1,149 @@
+// What the poller keeps of the upgrades in progress: the rdma_cm endpoints (listeners
+// and connections' handshakes), requests held for a connection not yet accepted, and
+// the poller-thread state that indexes them, with the functions the upgrade's two
+// files share. Private to core/conn/upgrade.cpp, core/conn/upgrade_requests.cpp and
+// core/conn/exit_flush.cpp.
+#pragma once
+
+#include "core/conn/claims.h"
+#include "core/conn/link.h"
+#include "core/conn/poller.h"
+#include "core/conn/refusals.h"
+#include "core/conn/socket.h"
+#include "core/proto/wire.h"
+#include "core/rdma/rdma.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ferry::upgrade::detail {
+
+// What an rdma_cm id's context points at.
+struct Endpoint {
+  enum class Kind { listener, conn } kind;
+  explicit Endpoint(Kind k) : kind(k) {}
+  virtual ~Endpoint() = default;
+};
+
+struct Listener : Endpoint {
+  Listener() : Endpoint(Kind::listener) {}
+  rdma::CmId id;
+  uint16_t port = 0;
+  const Socket* socket = nullptr;
+  // This process's own listener for requests the listening process redirected here
+  // (core/conn/claims.h): it matches a request by the TCP ports the request names.
+  bool redirect = false;
+};
+
+// One connection's handshake, poller-owned. Also watches the TCP duplicate.
+struct Conn : Endpoint, poller::Watcher {
+  Conn() : Endpoint(Kind::conn) {}
+  std::shared_ptr<Link> link;
+  rdma::CmId id;                     // until the Channel takes it
+  std::unique_ptr<Channel> pending;  // built, waiting for ESTABLISHED
+  std::string key;                   // server: peer ip | peer port | local port
+  bool committed = false;            // connect/accept sent: only rdma_cm decides now
+  bool resolved = false;             // client: route resolved, waiting for the arm
+  bool waiting = false;              // client: waits for another connection's answer (Askers)
+  bool alone = false;                // client: asks without waiting for another's answer
+  bool closed = false;               // client: closed while its request was out; kept for the answer
+  bool adopted = false;              // in State::conns (launched)
+  bool foreign = false;              // server: accepted on a listener another process opened
+  bool claimed = false;              // server: our claim is in the tree's table
+  uint16_t redirect_port = 0;        // client: the server redirected us to this rdma_cm port
+  rdma::CmId parked;                 // server: the matching request, waiting for the arm
+  wire::Hello parked_hello;
+  uint16_t local_port = 0, peer_port = 0;
+  sockaddr_storage local{}, peer{};
+  uint64_t registered = 0;
+  // An exit's or a signal's flush (core/conn/exit_flush.cpp), as of its epoch: the payload
+  // bytes the program had handed over, and the requests posted once they were written.
+  uint64_t flush_epoch = 0, flush_bytes = 0, flush_posted = 0;
+  bool flush_written = false;  // flush_bytes are written; flush_posted is their mark
+  uint64_t flush_left = 0;     // bytes to write, then requests to complete, at the last look
+
+  // TCP data or a hangup on the connection.
+  void on_event_st(uint32_t) override;
+};
+
+// A connect request that arrived before the program accepted its TCP connection.
+struct Held {
+  rdma::CmId id;
+  wire::Hello hello;
+  std::string key;
+  poller::Clock::time_point deadline;
+};
+
+// Poller-thread state. Never destroyed: the poller keeps running while the process
+// exits and static destructors run.
+struct State {
+  std::map<Link*, std::unique_ptr<Conn>> conns;
+  std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
+  std::vector<Held> held;
+  // Server connections this process let go of before an upgrade (closed, or given up
+  // on): a request naming one is refused at once, never held. A forking server (a
+  // postmaster) closes its copy right after accept and leaves the connection to a
+  // child, which does not answer requests; without this the client's request would be
+  // held for FERRY_ACCEPT_WAIT_MS, the client's connection upgrading all that time.
+  std::map<std::string, poller::Clock::time_point> gone;
+  std::deque<std::pair<std::string, poller::Clock::time_point>> gone_order;  // oldest first
+  std::map<const Socket*, std::unique_ptr<Listener>> listeners;
+  std::vector<std::unique_ptr<Conn>> dropped;  // freed at the end of the poller's round
+  std::set<Conn*> parked;  // conns holding a matched request until the program's first data call
+  bool rechecking = false;  // a look at the claims for held and parked requests is due
+  // Server connections' waits for their request, by their end (arm_deadline_st).
+  std::multimap<poller::Clock::time_point, std::weak_ptr<Link>> deadlines;
+  bool sweeping = false;  // a look at `deadlines` is due
+  // Listeners for redirected requests (one per address family, made on first need).
+  std::unique_ptr<Listener> redirect4, redirect6;
+  std::set<Link*> live;  // links with a channel, until they are destroyed
+  bool probing = false;  // a persist-probe tick is due
+  refusals::Askers<Link> askers;  // clients' requests to servers not known to run ferry
+  refusals::Table serving;        // servers that answered a request lately (not "nothing listens")
+};
+
+// The process's upgrade state (core/conn/upgrade.cpp; a forked child gets a fresh one).
+State& st();
+// FERRY_ACCEPT_WAIT_MS and FERRY_UPGRADE_TIMEOUT_MS.
+std::chrono::milliseconds accept_wait();
+std::chrono::milliseconds window();
+inline int64_t ns_of(poller::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// core/conn/upgrade.cpp
+// The upgrade is off: the connection stays on TCP (counted as `reason`).
+void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why);
+void reject_st(rdma::CmId id);
+
+// core/conn/upgrade_requests.cpp
+// A server connection's key (endpoint::conn_key).
+std::string key_of_conn(const Conn* c);
+// Server connections this process let go of before an upgrade (State::gone).
+void remember_gone_st(const Conn* c);
+bool is_gone_st(const std::string& key);
+// Another process of the tree serves `key` (core/conn/claims.h); it listens on who.port.
+bool claimed_elsewhere(const std::string& key, claims::Claim& who);
+// Sends a request on to the process listening on rdma_cm port `port`.
+void redirect_st(rdma::CmId id, uint16_t port);
+// Held and parked requests are looked up in the claims every few milliseconds.
+void schedule_recheck_st();
+// A request nobody here can answer yet, kept for FERRY_ACCEPT_WAIT_MS.
+void hold_st(rdma::CmId id, const wire::Hello& h, std::string key);
+// Claims a connection accepted on another process's listener, for its request.
+void claim_st(Conn* c);
+// The peer of server connection c sent its first bytes (Link::spoke_ns): without a
+// request within the window from then, the connection stays on TCP.
+void arm_deadline_st(Conn* c);
+
+}  // namespace ferry::upgrade::detail

@@ -1,0 +1,63 @@
+#include "core/api/api.h"
+
+#include "core/conn/handoff.h"
+#include "core/conn/upgrade.h"
+#include "core/process/runtime.h"
+
+namespace ferry::api {
+
+// glibc's fork runs ferry's pthread_atfork handlers (core/process/forking.h), as it does for
+// its own forks (daemon(), and a library's fork): the child inherits every kernel
+// socket as is, keeps connections that were still upgrading on TCP, gets its own log
+// and counters, and makes its RDMA connections with its own rdma_cm channel and device
+// contexts.
+long fork() noexcept {
+  const long r = sys(real.fork());
+  if (r < 0) handoff::fork_failed();
+  return r;
+}
+
+// Upgraded connections whose descriptors survive an exec go back to kernel TCP first
+// (core/conn/handoff.h): the new program, under ferry or not, cannot reach this one's RDMA
+// side. If the exec then fails, they stay on TCP. The others (close-on-exec, or closed
+// already) put what was sent into the peer's ring first, as at an exit: the poller
+// and the send queues end with this program's image. FERRY_STATS prints the counters
+// so far, as at an exit, unless nothing was counted: the new program's ferry counts
+// afresh.
+void before_exec() {
+  handoff::before_exec();
+  upgrade::flush_at_exit();
+  runtime::finish_before_exec();
+}
+
+long execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.execve(path, argv, envp));
+}
+
+long execv(const char* path, char* const argv[]) noexcept {
+  before_exec();
+  return sys(real.execv(path, argv));
+}
+
+long execvp(const char* file, char* const argv[]) noexcept {
+  before_exec();
+  return sys(real.execvp(file, argv));
+}
+
+long execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.execvpe(file, argv, envp));
+}
+
+long execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) noexcept {
+  before_exec();
+  return sys(real.execveat(dirfd, path, argv, envp, flags));
+}
+
+long fexecve(int fd, char* const argv[], char* const envp[]) noexcept {
+  before_exec();
+  return sys(real.fexecve(fd, argv, envp));
+}
+
+}  // namespace ferry::api
