@@ -169,7 +169,9 @@ struct Link {
   // have cut over and written its proof after its bytes on TCP, and the cutover point
   // is not known here until the handshake settles: receives read nothing meanwhile.
   std::atomic<bool> answered{false};
-  std::atomic<int64_t> proof_us{0};
+  // Client: when its send side cut over (0: not yet). Its patience for the server's
+  // bound counts from there, whether or not the proof could go yet.
+  std::atomic<int64_t> cut_us{0};
   std::atomic<bool> forged{false};
 
   // The peer's rdma_cm side disconnected (set by the poller).

@@ -72,6 +72,7 @@ Cut cut_over(int fd, Socket& s, Link& link) noexcept {
     if (link.client) {
       link.proof = ch.proof();
       link.proof_due.store(true);
+      link.cut_us.store(now_us(), std::memory_order_relaxed);
     }
   }
   if (!link.client) return Cut::done;
@@ -104,7 +105,6 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
         if (sent == wire::kProofSize) {
           link.proof_due.store(false);
           stats::add(stats::g.bytes_tcp_sent, wire::kProofSize);
-          link.proof_us.store(now_us(), std::memory_order_relaxed);
           return true;
         }
         if (sent > 0) {  // the socket broke in the middle of it: TCP says how it ends

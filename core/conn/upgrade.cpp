@@ -218,20 +218,21 @@ constexpr auto kProbeEvery = std::chrono::seconds(1);
 void schedule_probe_st();
 
 // Binding (core/conn/binding.h), once a tick: a server whose client's proof came while
-// nobody could take it takes it now; a client whose server has not answered its proof
-// for binding::kPatience goes on over TCP (its queued bytes with it).
+// nobody could take it takes it now; a client not bound binding::kPatience after its
+// cutover (its proof unanswered, or not even written) goes on over TCP (its queued
+// bytes with it).
 void binding_tick_st(Link* l) {
   if (l->channel->trusted() || l->down.load()) return;
   auto it = st().conns.find(l);
   if (it == st().conns.end()) return;
   const Conn* c = it->second.get();
   if (!l->client) return send_side::look_for_proof(c->link);
-  const int64_t sent = l->proof_us.load(std::memory_order_relaxed);
-  if (sent == 0 || now_us() - sent < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
+  const int64_t cut = l->cut_us.load(std::memory_order_relaxed);
+  if (cut == 0 || now_us() - cut < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
     return;
   stats::add(stats::g.upgrades_unproven, 1);
-  FERRY_LOG(warn, "binding", "port %u -> %u: the RDMA peer never answered our proof: going on over TCP",
-            c->local_port, c->peer_port);
+  FERRY_LOG(warn, "binding", "port %u -> %u: %s: going on over TCP", c->local_port, c->peer_port,
+            l->proof_due.load() ? "our proof could not go into TCP" : "the RDMA peer never answered our proof");
   {
     std::lock_guard<Lock> lock(l->channel->mu());
     l->channel->fail_st("the peer did not prove it holds the TCP connection");
