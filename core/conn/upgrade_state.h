@@ -1,7 +1,7 @@
 // What the poller keeps of the upgrades in progress: the rdma_cm endpoints (listeners
 // and connections' handshakes), requests held for a connection not yet accepted, and
 // the poller-thread state that indexes them, with the functions the upgrade's two
-// files share. Private to core/conn/upgrade.cpp, core/conn/upgrade_requests.cpp and
+// files share. Private to the upgrade's files: core/conn/upgrade*.cpp and
 // core/conn/exit_flush.cpp.
 #pragma once
 
@@ -125,6 +125,27 @@ inline int64_t ns_of(poller::Clock::time_point t) {
 // The upgrade is off: the connection stays on TCP (counted as `reason`).
 void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why);
 void reject_st(rdma::CmId id);
+// Why a channel could not be built or activated, as the counter it goes to.
+std::atomic<uint64_t>& reason_of(const std::string& why);
+// c's channel on the device of id (ring_size bytes of ring), watched by the poller.
+std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why);
+// c's handshake settled: the channel is the link's, the send side cuts over.
+void established_st(Conn* c);
+
+// core/conn/upgrade_client.cpp
+void start_client_st(Conn* c);
+// The client connects once the route is known and the program armed the upgrade.
+void connect_when_armed_st(Conn* c);
+// `asker`'s answer came, or it stopped asking: the connections that waited ask now.
+void answered_st(const Link* asker);
+void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void* data, uint8_t len);
+
+// core/conn/upgrade_server.cpp
+void start_server_st(Conn* c);
+// Answers a request with the server connection it names.
+void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h);
+void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t len);
+void on_server_event_st(Conn* c, rdma_cm_event_type type);
 
 // core/conn/upgrade_requests.cpp
 // A server connection's key (endpoint::conn_key).
