@@ -116,7 +116,7 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
     return nullptr;
   }
   ibv_context* verbs = c->device_->context.get();
-  c->cq_.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, c.get(), c->device_->events.get(), 0));
+  c->cq_.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, static_cast<poller::Notified*>(c.get()), c->device_->events.get(), 0));
   if (!c->cq_) {
     why = std::string("ibv_create_cq: ") + strerror(errno);
     return nullptr;

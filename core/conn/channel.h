@@ -25,6 +25,7 @@
 
 #include "core/base/lock.h"
 #include "core/base/wait.h"
+#include "core/conn/poller.h"
 #include "core/proto/flow.h"
 #include "core/proto/records.h"
 #include "core/proto/ring.h"
@@ -43,7 +44,7 @@
 
 namespace ferry {
 
-class Channel {
+class Channel : public poller::Notified {
  public:
   static constexpr int kRecvSlots = 256;
   static constexpr int kSendDepth = 256;
@@ -234,6 +235,15 @@ class Channel {
   // The poller's handling of a completion event. True when the channel was left
   // unarmed because the program is polling it: recheck_st() it a tick later.
   bool on_notified_st();
+  // poller::Notified: the two above, under the channel's lock.
+  bool on_notified_now_st() noexcept override {
+    std::lock_guard<Lock> lock(mu_);
+    return on_notified_st();
+  }
+  bool on_recheck_st() noexcept override {
+    std::lock_guard<Lock> lock(mu_);
+    return recheck_st();
+  }
   // The poller's later look at an unarmed channel: arms it if nobody polled it since
   // the last look. True while it should be looked at again.
   bool recheck_st();

@@ -6,8 +6,6 @@
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
 #include "core/base/stats.h"
-#include "core/conn/channel.h"
-#include "core/conn/upgrade.h"
 #include "core/rdma/rdma.h"
 #include "core/rdma/rdma_lib.h"
 
@@ -60,7 +58,7 @@ struct Poller {
   std::vector<Timer> timers;
   std::set<rdma::Device*> devices;
   // Channels left unarmed because the program polls them; looked at every recheck_every.
-  std::set<Channel*> unarmed;
+  std::set<Notified*> unarmed;
   bool recheck_due = false;
   // kRecheck, doubling up to kRecheckMost while the program keeps polling every unarmed
   // channel between looks: each look wakes this thread, which takes a CPU from a
@@ -94,6 +92,9 @@ struct FdUse {
   FdUse& operator=(const FdUse&) = delete;
 };
 
+// Set once, before the thread starts; a forked child's poller serves the same.
+User g_user{};
+
 // Tags for the epoll data of ferry's own descriptors; watchers are pointers.
 constexpr uint64_t kWakeTag = 1;
 constexpr uint64_t kCmTag = 2;
@@ -101,7 +102,7 @@ constexpr uint64_t kDeviceTag = 3;  // low bits; the Device* is stored with it
 
 void handle_cm_st() {
   rdma_cm_event* ev = nullptr;
-  while (rdma_get_cm_event(P().cm.get(), &ev) == 0) upgrade::on_cm_event_st(ev);
+  while (rdma_get_cm_event(P().cm.get(), &ev) == 0) g_user.cm_event(ev);
 }
 
 void recheck_unarmed_st();
@@ -116,11 +117,7 @@ void recheck_unarmed_st() {
   P().recheck_due = false;
   bool all_polled = true;
   for (auto it = P().unarmed.begin(); it != P().unarmed.end();) {
-    bool again;
-    {
-      std::lock_guard<Lock> lock((*it)->mu());
-      again = (*it)->recheck_st();
-    }
+    const bool again = (*it)->on_recheck_st();
     all_polled = all_polled && again;
     it = again ? std::next(it) : P().unarmed.erase(it);
   }
@@ -133,13 +130,8 @@ void handle_device_st(rdma::Device* d) {
   void* ctx = nullptr;
   while (ibv_get_cq_event(d->events.get(), &cq, &ctx) == 0) {
     ibv_ack_cq_events(cq, 1);
-    auto* ch = static_cast<Channel*>(ctx);
-    bool unarmed;
-    {
-      std::lock_guard<Lock> lock(ch->mu());
-      unarmed = ch->on_notified_st();
-    }
-    if (unarmed && P().unarmed.insert(ch).second) P().recheck_every = kRecheck;
+    auto* n = static_cast<Notified*>(ctx);
+    if (n->on_notified_now_st() && P().unarmed.insert(n).second) P().recheck_every = kRecheck;
   }
   schedule_recheck_st();
 }
@@ -213,8 +205,7 @@ void loop() {
       }
     }
     run_timers_st();
-    upgrade::end_of_batch_st();
-    upgrade::answer_flush_st();
+    g_user.end_of_round();
     epfd = P().epfd.load();
   }
 }
@@ -268,6 +259,10 @@ bool start() {
 }
 
 }  // namespace
+
+void serve(const User& user) noexcept {
+  if (!g_user.cm_event) g_user = user;
+}
 
 bool on_poller_thread() noexcept { return t_poller_thread; }
 
@@ -380,7 +375,7 @@ void watch_device_st(rdma::Device* d) {
 
 void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
 
-void forget_st(Channel* ch) noexcept { P().unarmed.erase(ch); }
+void forget_st(Notified* n) noexcept { P().unarmed.erase(n); }
 
 bool hold_for_fork() noexcept {
   if (P().state.load(std::memory_order_acquire) != State::running) return false;
@@ -413,7 +408,7 @@ void move_fd(int to, const std::function<void(int)>& publish) noexcept {
     publish(to);
     // The program's threads use device descriptors inside channel calls, under the
     // channel's lock: once each lock was free, they all use the new number.
-    upgrade::channel_barrier_st();
+    g_user.barrier();
     round = p.rounds.load();
     wake();
   }

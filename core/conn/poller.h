@@ -1,7 +1,7 @@
 // The poller thread: one per process, started on first need. It owns the rdma_cm event
-// channel, watches every device's completion channel and the TCP side of every
-// upgrading or upgraded connection, and runs timers and work handed to it. It sleeps
-// in epoll_wait when there is nothing to do.
+// channel (whose events go to its User), watches every device's completion channel and
+// the descriptors it is asked to (a Watcher each), and runs timers and work handed to
+// it. It sleeps in epoll_wait when there is nothing to do.
 //
 // Functions ending in _st run on the poller thread only.
 #pragma once
@@ -13,9 +13,6 @@
 #include <chrono>
 #include <functional>
 
-namespace ferry {
-class Channel;
-}
 namespace ferry::rdma {
 struct Device;
 }
@@ -33,7 +30,19 @@ void poller_only_violated(const char* where) noexcept;
     if (!::ferry::poller::on_poller_thread()) ::ferry::poller::poller_only_violated(__func__); \
   } while (0)
 
+// What the poller serves, told to it before it starts (serve()): it knows no
+// connection, only these calls. Each runs on the poller thread.
+struct User {
+  void (*cm_event)(rdma_cm_event* ev);  // one rdma_cm event, which it acknowledges
+  void (*end_of_round)();               // after each round of events, timers and work
+  // With the poller held between rounds: every lock a call that may use one of the
+  // poller's descriptors holds is taken and released once (move_fd).
+  void (*barrier)() noexcept;
+};
+void serve(const User& user) noexcept;
+
 // Starts the poller if RDMA can be used in this process; false (remembered) when not.
+// serve() comes first.
 bool available() noexcept;
 // Whether this process's poller runs (never starts one).
 bool running() noexcept;
@@ -72,8 +81,20 @@ void unwatch(int fd);
 void watch_device_st(rdma::Device* d);
 // Runs fn at (or soon after) `when`.
 void at_st(Clock::time_point when, std::function<void()> fn);
-// A channel going away: the poller must not look at it again.
-void forget_st(Channel* ch) noexcept;
+// What a completion queue's context points at: the poller hands it the queue's
+// notifications, and looks again now and then at one it left unarmed (its program
+// polls it instead). Each takes whatever lock it needs.
+struct Notified {
+  // The notification came. True: left unarmed; on_recheck_st() it a tick later.
+  virtual bool on_notified_now_st() noexcept = 0;
+  // A later look at an unarmed one. True while it should be looked at again.
+  virtual bool on_recheck_st() noexcept = 0;
+
+ protected:
+  ~Notified() = default;
+};
+// One going away: the poller must not look at it again.
+void forget_st(Notified* n) noexcept;
 
 // ferry's descriptors that the poller thread uses, its own or a library's (the rdma_cm
 // event channel, device contexts, completion channels): see core/base/own_fd.h. move_fd

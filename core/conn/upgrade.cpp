@@ -65,6 +65,16 @@ std::chrono::milliseconds accept_wait() { return std::chrono::milliseconds(confi
 
 std::chrono::milliseconds window() { return std::chrono::milliseconds(config().upgrade_timeout_ms); }
 
+bool rdma_ready() {
+  static constexpr poller::User kUpgrade{on_cm_event_st, [] {
+                                           end_of_batch_st();
+                                           answer_flush_st();
+                                         },
+                                         channel_barrier_st};
+  poller::serve(kUpgrade);
+  return poller::available();
+}
+
 std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
                                 const sockaddr_storage& peer) {
   auto c = std::make_unique<Conn>();
@@ -445,7 +455,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
     stats::add(stats::g.tcp_peer_refused, 1);
     return;
   }
-  if (!poller::available()) {
+  if (!rdma_ready()) {
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
@@ -496,7 +506,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   // A listener on a loopback address only ever accepts loopback connections, which stay
   // on TCP: it needs no rdma_cm listener, and the process maps no rdma-core for it (a
   // server that forks per connection would pay for those mappings in every child).
-  if (is_loopback(reinterpret_cast<const sockaddr*>(&local)) || !poller::available()) return;
+  if (is_loopback(reinterpret_cast<const sockaddr*>(&local)) || !rdma_ready()) return;
   int reuse = 0;
   socklen_t optlen = sizeof reuse;
   const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;
@@ -587,7 +597,7 @@ namespace {
 void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
   sockaddr_storage local, peer;
   uint64_t received = 0;
-  if (!poller::available() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
+  if (!rdma_ready() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
     link->phase.store(Link::Phase::failed);
     s.transition(Transport::upgrading, Transport::kernel);
     return;
@@ -698,7 +708,7 @@ void release(Socket& s) noexcept {
   const Socket* key = &s;
   if (s.role() == Role::listener) {
     // Only the process that listened has an rdma_cm listener for it.
-    if (s.listening_pid.load() != getpid() || !poller::available()) return;
+    if (s.listening_pid.load() != getpid() || !rdma_ready()) return;
     // Requests for connections accepted just before the close may still be on their
     // way: the rdma_cm listener stays for one upgrade window.
     poller::submit([key] {

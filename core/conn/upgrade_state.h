@@ -166,5 +166,26 @@ void claim_st(Conn* c);
 // The peer of server connection c sent its first bytes (Link::spoke_ns): without a
 // request within the window from then, the connection stays on TCP.
 void arm_deadline_st(Conn* c);
+// The poller, serving the upgrade's rdma_cm events (upgrade.cpp): started if RDMA can be
+// used in this process.
+bool rdma_ready();
 
 }  // namespace ferry::upgrade::detail
+
+namespace ferry::upgrade {
+
+// The poller's User (core/conn/poller.h), on its thread: one rdma_cm event (this
+// function acknowledges it).
+void on_cm_event_st(rdma_cm_event* ev);
+// Poller thread, after each round of events: frees connections dropped during it (an
+// event for them may still be in the round's list).
+void end_of_batch_st();
+// Poller thread, after each round: while a thread waits in flush_at_exit or
+// flush_at_signal, tells it how much is left.
+void answer_flush_st();
+// Takes and releases the lock of every live channel once: whoever used a descriptor
+// number inside a channel call has finished (see poller::move_fd). With the poller
+// held between rounds (its state stands still).
+void channel_barrier_st() noexcept;
+
+}  // namespace ferry::upgrade
