@@ -3,8 +3,8 @@
 #include "core/base/fork_path.h"
 
 #include "core/base/hazard.h"
-#include "core/conn/upgrade.h"
 
+#include <atomic>
 #include <new>
 
 namespace ferry {
@@ -44,8 +44,15 @@ SocketRef make_socket(int family, Role role) {
                    [](Socket* s) { hazard::retire(s, [](void* p) { delete static_cast<Socket*>(p); }); });
 }
 
+namespace {
+std::atomic<void (*)(Socket&) noexcept> g_release{nullptr};
+}  // namespace
+
+void on_release(void (*release)(Socket& s) noexcept) noexcept { g_release.store(release, std::memory_order_release); }
+
 Socket::~Socket() {
-  if (link || role() == Role::listener) upgrade::release(*this);
+  if (!link && role() != Role::listener) return;
+  if (void (*release)(Socket&) noexcept = g_release.load(std::memory_order_acquire)) release(*this);
 }
 
 void Socket::inherit_options(const Socket& l) noexcept {

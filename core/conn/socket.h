@@ -100,6 +100,10 @@ using SocketRef = std::shared_ptr<Socket>;
 // A new Socket, destroyed through hazard::retire (the fd table's data path borrows
 // sockets without counting references; see FdMap::borrow).
 SocketRef make_socket(int family, Role role);
+// What a socket with an RDMA side (a link, or an rdma_cm listener) does when the
+// program lets go of its last descriptor (upgrade::release): set by the upgrade before
+// it gives any socket one.
+void on_release(void (*release)(Socket& s) noexcept) noexcept;
 
 // A socket the process closed, if it was made before this process was forked and has
 // no RDMA link: kept (a reference parked for good) instead of let go, and true. Letting

@@ -72,6 +72,7 @@ bool rdma_ready() {
                                          },
                                          channel_barrier_st};
   poller::serve(kUpgrade);
+  on_release(release);  // before any socket has a link or an rdma_cm listener
   return poller::available();
 }
 
