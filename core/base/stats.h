@@ -32,6 +32,7 @@ namespace ferry::stats {
   X(upgrades_reclaimed, "upgrades a forked child started on a connection its parent had not used") \
   X(requests_malformed, "upgrade requests rejected: malformed or forged")        \
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
+  X(requests_dropped, "upgrade requests rejected: too many held (from the peer's address, or in all)") \
   X(upgrades_forged, "upgrades refused: the RDMA peer could not prove it holds the TCP connection") \
   X(upgrades_unproven, "upgrades that stayed on TCP: no proof came from the peer (TCP ended, or waited too long)") \
   X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \

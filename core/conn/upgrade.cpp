@@ -186,14 +186,11 @@ void let_go_st(std::unique_ptr<Conn> c) {
   FERRY_POLLER_ONLY();
   unwatch(*c->link);
   if (!claims::shared()) {
-    for (auto it = st().held.begin(); it != st().held.end();) {
-      if (it->key != c->key) {
-        ++it;
-        continue;
-      }
-      reject_st(std::move(it->id));
-      it = st().held.erase(it);
-    }
+    st().held.take_if([&](const std::string& key, Held& h) {
+      if (key != c->key) return false;
+      reject_st(std::move(h.id));
+      return true;
+    });
   }
   remember_gone_st(c.get());
   st().dropped.push_back(std::move(c));  // a watch's event may still name it this round

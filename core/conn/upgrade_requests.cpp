@@ -33,14 +33,11 @@ void recheck_st() {
   FERRY_POLLER_ONLY();
   st().rechecking = false;
   claims::Claim who;
-  for (auto it = st().held.begin(); it != st().held.end();) {
-    if (claimed_elsewhere(it->key, who)) {
-      redirect_st(std::move(it->id), who.port);
-      it = st().held.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  st().held.take_if([&](const std::string& key, Held& h) {
+    if (!claimed_elsewhere(key, who)) return false;
+    redirect_st(std::move(h.id), who.port);
+    return true;
+  });
   for (auto it = st().parked.begin(); it != st().parked.end();) {
     Conn* c = *it;
     if (claimed_elsewhere(key_of_conn(c), who)) {
@@ -53,18 +50,24 @@ void recheck_st() {
   schedule_recheck_st();
 }
 
+void schedule_held_sweep_st();
+
+// Requests held as long as FERRY_ACCEPT_WAIT_MS allows, oldest first.
 void sweep_held_st() {
   FERRY_POLLER_ONLY();
-  auto now = Clock::now();
-  for (auto it = st().held.begin(); it != st().held.end();) {
-    if (it->deadline <= now) {
-      stats::add(stats::g.requests_unmatched, 1);
-      reject_st(std::move(it->id));
-      it = st().held.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  st().sweeping_held = false;
+  st().held.expire(Clock::now(), [](Held& h) {
+    stats::add(stats::g.requests_unmatched, 1);
+    reject_st(std::move(h.id));
+  });
+  schedule_held_sweep_st();
+}
+
+// One timer for all of them: the oldest's deadline.
+void schedule_held_sweep_st() {
+  if (st().sweeping_held || st().held.empty()) return;
+  st().sweeping_held = true;
+  poller::at_st(st().held.next_deadline(), sweep_held_st);
 }
 
 // This process's rdma_cm port for requests redirected to it, 0 when it has none.
@@ -190,8 +193,14 @@ void schedule_recheck_st() {
 // or the process that serves it has not claimed it.
 void hold_st(rdma::CmId id, const wire::Hello& h, std::string key) {
   FERRY_POLLER_ONLY();
-  st().held.push_back({std::move(id), h, std::move(key), Clock::now() + accept_wait()});
-  poller::at_st(st().held.back().deadline, sweep_held_st);
+  // The key without its two ports (endpoint::conn_key): the peer's address.
+  std::string source = key.substr(0, key.size() > 4 ? key.size() - 4 : 0);
+  if (!st().held.admits(source)) {
+    stats::add(stats::g.requests_dropped, 1);
+    return reject_st(std::move(id));
+  }
+  st().held.push({std::move(id), h}, std::move(key), std::move(source), Clock::now() + accept_wait());
+  schedule_held_sweep_st();
   schedule_recheck_st();
 }
 

@@ -162,14 +162,7 @@ void start_server_st(Conn* c) {
   FERRY_POLLER_ONLY();
   st().awaiting[c->key] = c;
   st().gone.erase(c->key);  // a new connection with the same addresses and ports
-  for (auto it = st().held.begin(); it != st().held.end(); ++it) {
-    if (it->key == c->key) {
-      rdma::CmId id = std::move(it->id);
-      wire::Hello h = it->hello;
-      st().held.erase(it);
-      return accept_request_st(c, std::move(id), h);
-    }
-  }
+  if (std::optional<Held> h = st().held.take(c->key)) accept_request_st(c, std::move(h->id), h->hello);
 }
 
 }  // namespace ferry::upgrade::detail

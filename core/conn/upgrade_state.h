@@ -10,6 +10,7 @@
 #include "core/conn/poller.h"
 #include "core/conn/refusals.h"
 #include "core/conn/socket.h"
+#include "core/proto/held_queue.h"
 #include "core/proto/wire.h"
 #include "core/rdma/rdma.h"
 
@@ -80,16 +81,20 @@ struct Conn : Endpoint, poller::Watcher {
 struct Held {
   rdma::CmId id;
   wire::Hello hello;
-  std::string key;
-  poller::Clock::time_point deadline;
 };
+// At most this many held at once, and this many from one peer address: a flood of
+// requests naming made-up ports (anyone who reaches the port can send them) neither
+// grows without bound nor crowds out the requests of other hosts.
+constexpr size_t kHeldMost = 4096;
+constexpr size_t kHeldPerSource = 1024;
 
 // Poller-thread state. Never destroyed: the poller keeps running while the process
 // exits and static destructors run.
 struct State {
   std::map<Link*, std::unique_ptr<Conn>> conns;
   std::map<std::string, Conn*> awaiting;  // server conns waiting for their request
-  std::vector<Held> held;
+  HeldQueue<Held, poller::Clock::time_point> held{kHeldMost, kHeldPerSource};
+  bool sweeping_held = false;  // a look for expired held requests is due
   // Server connections this process let go of before an upgrade (closed, or given up
   // on): a request naming one is refused at once, never held. A forking server (a
   // postmaster) closes its copy right after accept and leaves the connection to a
