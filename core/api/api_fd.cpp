@@ -41,9 +41,16 @@ void alias(int from, long fd) noexcept {
 // ferry's own descriptors do not exist as far as the program is concerned.
 bool ours(int fd) noexcept { return own::owns(fd); }
 
+// fd, a descriptor of s (which has a link), is about to stop referring to it; `last`:
+// the last one. A connection a forked child may hold goes to TCP first.
+void closing(int fd, Socket& s, bool last = false) noexcept {
+  handoff::closing(fd, s);
+  upgrade::closing(fd, s, last);
+}
+
 // fd is about to stop referring to its socket (close, or dup2/dup3 over it).
 void closing(int fd) noexcept {
-  if (SocketRef s = fd_table().get(fd); s && s->link) upgrade::closing(fd, *s);
+  if (SocketRef s = fd_table().get(fd); s && s->link) closing(fd, *s);
 }
 
 }  // namespace
@@ -54,7 +61,7 @@ long close(int fd) noexcept {
   SocketRef s = fd_table().take(fd);
   // No other descriptor of the table shares the socket (a count another thread holds
   // for a moment only makes the close an orderly one).
-  if (s && s->link) upgrade::closing(fd, *s, s.use_count() == 1);
+  if (s && s->link) closing(fd, *s, s.use_count() == 1);
   if (epoll_sets().tracked(fd)) epoll_sets().take(fd);
   const long r = sys(real.close(fd));
   keep_inherited(s);  // a forked child's inherited socket: nothing to free
@@ -92,7 +99,7 @@ long close_range(unsigned first, unsigned last, int flags) noexcept {
   if (closes && first <= last) {
     fd_table().for_each([&](int fd, const SocketRef& s) {
       if (static_cast<unsigned>(fd) >= first && static_cast<unsigned>(fd) <= last && s->link)
-        upgrade::closing(fd, *s);
+        closing(fd, *s);
     });
     fd_table().take_range(first, last);
     epoll_sets().take_range(first, last);

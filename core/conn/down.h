@@ -18,7 +18,7 @@
 #pragma once
 
 #include "core/conn/link.h"
-#include "core/conn/readiness.h"
+#include "core/conn/readiness_state.h"
 #include "core/conn/socket.h"
 
 #include <sys/uio.h>

@@ -7,6 +7,7 @@
 #include "core/base/fork_path.h"
 #include "core/base/wait.h"
 #include "core/conn/link.h"
+#include "core/conn/readiness_state.h"
 #include "core/conn/socket.h"
 
 #include <atomic>
@@ -17,10 +18,6 @@ namespace ferry::readiness {
 // Whether s's readiness lives here rather than in the kernel: its bytes travel over RDMA.
 inline bool in_user_space(const Socket& s) noexcept { return s.transport() == Transport::rdma; }
 
-struct State {
-  uint32_t events = 0;  // EPOLLIN|EPOLLRDNORM, EPOLLOUT|EPOLLWRNORM, EPOLLRDHUP, EPOLLHUP, EPOLLERR
-  uint32_t rx_events = 0, tx_events = 0;  // see Channel::rx_events_st()
-};
 
 // The state of an upgraded connection whose descriptor is fd (used to ask the kernel
 // socket about bytes sent before the peer's cutover and about a broken connection), as

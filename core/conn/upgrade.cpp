@@ -14,7 +14,6 @@
 #include "core/conn/down.h"
 #include "core/conn/endpoint.h"
 #include "core/conn/fdtable.h"
-#include "core/conn/handoff.h"
 #include "core/conn/link.h"
 #include "core/conn/poller.h"
 #include "core/conn/refusals.h"
@@ -686,7 +685,6 @@ void after_fork_child() noexcept {
 
 void closing(int fd, Socket& s, bool last) noexcept {
   if (!s.link) return;
-  handoff::closing(fd, s);  // one a forked child may hold goes to TCP first
   if (s.link->fd == fd) unwatch(*s.link);
   // Going back to TCP: the backlog must outlive the program's descriptors. So must a
   // client's bytes held for a server that has not answered its proof yet

@@ -30,7 +30,8 @@ void peer_spoke(const std::shared_ptr<Link>& link) noexcept;
 // (see Link::arm); in a forked child, one its parent never used starts here.
 void first_data_call(int fd, Socket& s) noexcept;
 // The program is about to close (or dup2 over) fd, a descriptor of s; `last`: the last
-// one (the kernel's close then ends the connection).
+// one (the kernel's close then ends the connection). After handoff::closing, which
+// hands a connection a forked child may hold to TCP first.
 void closing(int fd, Socket& s, bool last = false) noexcept;
 // The program let go of its last descriptor for s: flush, tell the peer, tear down.
 void release(Socket& s) noexcept;
