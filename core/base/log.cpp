@@ -145,6 +145,4 @@ void reopen_after_fork(const Config& c) noexcept {
   if (c.log_file.find("%p") != std::string::npos) g_reopen.store(kReopen);
 }
 
-int private_fd() noexcept { return g_fd.load(std::memory_order_relaxed); }
-
 }  // namespace ferry::log

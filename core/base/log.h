@@ -33,9 +33,6 @@ void open(const Config& c, long pid) noexcept;
 // After fork: a per-pid log file is opened for the child by its first write.
 FERRY_FORK_PATH void reopen_after_fork(const Config& c) noexcept;
 
-// The descriptor ferry writes its log to, or -1 when that is the app's stderr. It is
-// one of ferry's own descriptors (core/base/own_fd.h).
-int private_fd() noexcept;
 
 }  // namespace ferry::log
 

@@ -53,7 +53,6 @@ class Sender {
     --waking_left_;
     return true;
   }
-  uint32_t waking_left() const { return waking_left_; }
 
  private:
   uint64_t blocked_told_at_ = ~uint64_t{0};

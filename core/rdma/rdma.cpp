@@ -131,29 +131,6 @@ bool device_allowed(const std::vector<DeviceChoice>& choice, const std::string& 
   return false;
 }
 
-std::vector<std::string> describe_devices() {
-  std::vector<std::string> out;
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return out;
-  for (int i = 0; i < n; ++i) {
-    ibv_context* ctx = ibv_open_device(list[i]);
-    if (!ctx) continue;
-    ibv_device_attr attr{};
-    if (ibv_query_device(ctx, &attr) == 0) {
-      for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
-        ibv_port_attr pa{};
-        if (ibv_query_port(ctx, p, &pa) != 0) continue;
-        out.push_back(std::string(ibv_get_device_name(list[i])) + ":" + std::to_string(p) + " " +
-                      ibv_port_state_str(pa.state));
-      }
-    }
-    ibv_close_device(ctx);
-  }
-  ibv_free_device_list(list);
-  return out;
-}
-
 bool id_allowed(rdma_cm_id* id, const std::string& devices) {
   std::vector<DeviceChoice> choice;
   std::string why;

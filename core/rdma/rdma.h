@@ -96,7 +96,4 @@ bool some_device_allowed(const std::string& devices);
 // The parameters of an rdma_cm connect or accept for a queue pair, with private data.
 rdma_conn_param conn_param(uint32_t qp_num, const void* data, uint8_t len);
 
-// The names of the RDMA devices present, with their ports' states ("rxe0:1 ACTIVE").
-std::vector<std::string> describe_devices();
-
 }  // namespace ferry::rdma
