@@ -14,7 +14,8 @@ void* map(const char* path, size_t size) noexcept {
   if (fd < 0) return nullptr;
   struct stat st;
   void* p = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0 &&
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == geteuid() &&
+      (st.st_mode & 077) == 0 &&
       (st.st_size >= static_cast<off_t>(size) || ftruncate(fd, static_cast<off_t>(size)) == 0))
     p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   real.close(fd);

@@ -1,6 +1,7 @@
 // Memory that one user's processes share through a file of ferry's (in /dev/shm), for
 // tables whose worst content costs that user no more than acceleration: the file must
-// be a regular file of this effective user that no one else may read or write.
+// be a regular file of this effective user that no one else may read or write, and
+// that has no other name (a hard link another directory's owner could reach it by).
 #pragma once
 
 #include <cstddef>
