@@ -631,7 +631,7 @@ scenario_exit_flush() {
 }
 
 all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings failover exit_flush)
+  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
