@@ -20,6 +20,8 @@ Environment:
                                before it sends anything;
   STREAM_ACCEPT_DELAY=SECONDS  the server accepts nothing for that long after listening
                                (clients connect and send meanwhile);
+  STREAM_ACCEPT_AFTER=FILE     the server accepts nothing until FILE exists (120 s at
+                               most);
   STREAM_SPLICE=1              the streams' bodies go through pipes: each sender
                                writes into a pipe and splice()s it into the socket,
                                each receiver splice()s from the socket into a pipe and
@@ -235,6 +237,11 @@ def server(ip, port, count):
     lsock.listen(256)
     print("listening", flush=True)
     time.sleep(float(os.environ.get("STREAM_ACCEPT_DELAY", "0")))
+    after = os.environ.get("STREAM_ACCEPT_AFTER")
+    for _ in range(1200):
+        if not after or os.path.exists(after):
+            break
+        time.sleep(0.1)
     errors, threads = [], []
 
     def serve(conn, i):
