@@ -4,7 +4,6 @@
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
 #include "core/conn/down.h"
-#include "core/conn/handoff.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -28,7 +27,11 @@ uint32_t kernel_events(int fd) noexcept {
   return static_cast<uint32_t>(p.revents) & (kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
 }
 
+bool (*g_carried)(Socket&) noexcept = nullptr;
+
 }  // namespace
+
+void set_inherited_check(bool (*carried)(Socket& s) noexcept) noexcept { g_carried = carried; }
 
 State of(int fd, Link& link) noexcept {
   State st;
@@ -36,7 +39,7 @@ State of(int fd, Link& link) noexcept {
     // Inherited from an ancestor that upgraded it: the owner hands it over first, or
     // it reports what a reset connection would.
     SocketRef s = link.socket.lock();
-    if (s && !handoff::carried(*s)) {
+    if (s && g_carried && !g_carried(*s)) {
       st.events = kernel_events(fd);
       return st;
     }

@@ -19,6 +19,12 @@ namespace ferry::readiness {
 inline bool in_user_space(const Socket& s) noexcept { return s.transport() == Transport::rdma; }
 
 
+// How readiness learns whether a connection inherited from an ancestor that upgraded it
+// is still carried by that owner (core/conn/handoff.h, carried(): it hands it over if
+// not). Set once at startup, by the layer that knows both (core/process/runtime.cpp);
+// unset, an inherited connection counts as carried.
+void set_inherited_check(bool (*carried)(Socket& s) noexcept) noexcept;
+
 // The state of an upgraded connection whose descriptor is fd (used to ask the kernel
 // socket about bytes sent before the peer's cutover and about a broken connection), as
 // of the last look at it: call drive() or prepare_sleep() first.

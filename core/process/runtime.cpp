@@ -7,6 +7,8 @@
 #include "core/base/log.h"
 #include "core/base/stats.h"
 #include "core/conn/fdtable.h"
+#include "core/conn/handoff.h"
+#include "core/conn/readiness.h"
 #include "core/process/crash.h"
 #include "core/process/forking.h"
 
@@ -37,6 +39,7 @@ void start() noexcept {
   fd_table().reserve(FdTable::kLow);
   epoll_sets().reserve(FdTable::kLow);
   hazard::take_first();  // this thread's record, which its forked children inherit
+  readiness::set_inherited_check(&handoff::carried);
   forking::install();
   if (c.backtrace) crash::install();
   adopt_open_fds();
