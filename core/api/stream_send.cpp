@@ -1,0 +1,267 @@
+// Sending on a tracked stream socket (send, and splice from a pipe): over TCP until
+// the send side cut over, then into the ring; going back to TCP, after its backlog.
+#include "core/api/stream.h"
+#include "core/api/stream_parts.h"
+
+#include "core/base/config.h"
+#include "core/base/libc.h"
+#include "core/base/log.h"
+#include "core/base/stats.h"
+#include "core/base/wait.h"
+#include "core/conn/binding.h"
+#include "core/conn/down.h"
+#include "core/conn/handoff.h"
+#include "core/conn/link.h"
+#include "core/conn/link_wait.h"
+#include "core/conn/poller.h"
+#include "core/conn/readiness.h"
+#include "core/conn/send_side.h"
+#include "core/conn/upgrade.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <optional>
+
+namespace ferry::stream {
+using namespace parts;
+
+namespace {
+
+// The kernel's call for bytes that go by TCP (before the send side cut over, or after
+// the upgrade gave up), made without the socket's lock so that a blocking send sleeps
+// in the kernel with the kernel's own semantics (timeouts, signals, shutdown from
+// another thread) and other threads' calls go on meanwhile. tcp_senders keeps the
+// cutover from happening while it runs.
+// A kernel send that began with ++link.tcp_senders under tx_mu has returned r.
+long tcp_send_done(Socket& s, Link& link, long r) {
+  std::lock_guard<Lock> tx(s.tx_mu);
+  if (r > 0) {
+    link.tcp_sent += static_cast<uint64_t>(r);
+    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  }
+  --link.tcp_senders;
+  return r;
+}
+
+long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  // After a partial send the kernel reports the count, never a SIGPIPE.
+  return tcp_send_done(s, link, api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags)));
+}
+
+// A send on a connection whose RDMA side broke: a reset the kernel socket received is
+// reported once, as the kernel's send would (ECONNRESET, no SIGPIPE); after that, EPIPE.
+long send_on_dead(int fd, size_t sent, int flags) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (!sent && real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return -err;
+  return epipe(sent, flags);
+}
+
+}  // namespace
+
+namespace {
+
+// A send on a connection going back to TCP (core/conn/down.h), past `sent` bytes: after
+// the backlog, straight to the kernel.
+long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
+               size_t sent, Deadline& deadline) {
+  for (;;) {
+    const uint32_t seen = link.signal.load();
+    int err = 0;
+    const down::Send how = down::look_tx(fd, link, err, true);
+    down::finish_if_done(link);
+    if (how == down::Send::dead) {
+      if (err == 0 || err == EPIPE) return send_on_dead(fd, sent, flags);
+      if (sent) return static_cast<long>(sent);
+      down::error_taken(link);  // as the kernel's socket error: once, then EPIPE
+      return -err;
+    }
+    if (how == down::Send::direct) {
+      Slice rest(iov, iovcnt, sent, total - sent, total);
+      msghdr m{};
+      m.msg_iov = const_cast<iovec*>(rest.v);
+      m.msg_iovlen = static_cast<size_t>(rest.n);
+      long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
+      if (r < 0) return broken(sent, static_cast<int>(-r));
+      stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+      sent += static_cast<size_t>(r);
+      if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;  // the next part
+      return static_cast<long>(sent);
+    }
+    if (nonblock) return broken(sent, EAGAIN);
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+    if (w < 0) return broken(sent, -w);
+  }
+}
+
+}  // namespace
+
+long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
+  const size_t total = total_of(iov, iovcnt);
+  const bool nonblock = (flags & MSG_DONTWAIT) || s.nonblocking.load();
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
+  Link& link = *s.link;
+  // Urgent data has no place in the ring: the connection goes to TCP (a hand-off, with
+  // the peer's help) and the kernel sends it, as everything after it.
+  if ((flags & MSG_OOB) && link.established() && !link.inherited) handoff::to_tcp(fd, s);
+  size_t sent = 0;
+  Deadline deadline;
+  for (;;) {
+    if (link.down.load(std::memory_order_relaxed) && !link.inherited)
+      return send_down(fd, s, link, iov, iovcnt, total, flags, nonblock, sent, deadline);
+    const uint32_t seen = link.signal.load();
+    size_t k = 0;
+    bool dead = false, read_past = false;
+    down::Why why = down::Why::failed;
+    {
+      std::unique_lock<Lock> tx(s.tx_mu);
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      if (!by_tcp && !link.tx_cut && !(flags & MSG_OOB) && !link.orphaned && !link.fin_sent && !link.tx_left.load()) {
+        const send_side::Cut cut = send_side::cut_over(fd, s, link);
+        if (cut == send_side::Cut::failed) {
+          down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
+          continue;
+        }
+        by_tcp = cut == send_side::Cut::later;
+      }
+      if (by_tcp) {
+        ++link.tcp_senders;
+        tx.unlock();
+        Slice rest(iov, iovcnt, sent, total - sent, total);
+        long r = send_tcp(fd, s, link, rest.v, rest.n, flags, sent);
+        if (r < 0) return broken(sent, static_cast<int>(-r));
+        sent += static_cast<size_t>(r);
+        // A blocking kernel send returns short only when it was interrupted or timed
+        // out; a part of a longer vector list that went whole is followed by the next.
+        if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;
+        return static_cast<long>(sent);
+      }
+      if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed
+      if (link.orphaned || link.fin_sent) {
+        tx.unlock();  // a SIGPIPE handler (the program's own) may send on it or close it
+        return epipe(sent, flags);
+      }
+      if (link.tx_left.load()) continue;  // going back to TCP
+      if (link.proof_due.load()) send_side::write_proof(fd, link, false);
+      if (total == 0) return 0;
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
+      if (!ch.fits_st(total - sent)) ch.progress_st();
+      dead = down::leaving_st(link, ch, why);
+      read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
+      Slice rest(iov, iovcnt, sent, total - sent, total);
+      k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
+    }
+    if (dead) {
+      down::want(link, why);  // the stream goes on over TCP
+      continue;
+    }
+    if (k == 0 && read_past && down::tcp_took_over(fd, link, why)) {
+      down::want(link, down::confirmed(link, why));
+      continue;
+    }
+    sent += k;
+    stats::add(stats::g.bytes_rdma_sent, k);
+    if (sent == total) return static_cast<long>(sent);
+    if (nonblock) return broken(sent, EAGAIN);
+    if (k > 0) continue;
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+    if (w < 0) return broken(sent, -w);
+  }
+}
+
+long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept {
+  if (len == 0) return 0;
+  if (s.link->arm.load(std::memory_order_relaxed) == Link::undecided) upgrade::first_data_call(fd, s);
+  Link& link = *s.link;
+  char* buf = bounce();
+  if (!buf) return -ENOMEM;
+  Deadline deadline;
+  for (;;) {
+    int held = 0;
+    if (real.ioctl(pipe, FIONREAD, &held) != 0) return -errno;
+    if (held == 0) {
+      pollfd p{pipe, POLLIN, 0};
+      long r = api::sys(real.poll(&p, 1, pipe_nonblocking(pipe, flags) ? 0 : -1));
+      if (r < 0) return r;
+      if (r == 0) return -EAGAIN;
+      if (!(p.revents & POLLIN)) return 0;  // every writer has gone: the pipe's end
+      continue;
+    }
+    const uint32_t seen = link.signal.load();
+    bool dead = false;
+    down::Why why = down::Why::failed;
+    if (link.down.load()) {
+      int err = 0;
+      const down::Send how = down::look_tx(fd, link, err, true);
+      if (how == down::Send::dead) return send_on_dead(fd, 0, 0);
+      if (how == down::Send::direct) {
+        long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
+        if (r > 0) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+        return r;
+      }
+      if (s.nonblocking.load()) return -EAGAIN;
+      int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+      if (w < 0) return w;
+      continue;
+    }
+    {
+      std::unique_lock<Lock> tx(s.tx_mu);
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      if (!by_tcp && !link.tx_cut && !link.orphaned && !link.fin_sent) {
+        const send_side::Cut cut = send_side::cut_over(fd, s, link);
+        if (cut == send_side::Cut::failed) {
+          down::want(link, down::Why::failed);
+          continue;
+        }
+        by_tcp = cut == send_side::Cut::later;
+      }
+      if (by_tcp) {
+        // TCP still carries this side's bytes: the kernel's splice, counted like a send.
+        ++link.tcp_senders;
+        tx.unlock();
+        return tcp_send_done(s, link, api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags)));
+      }
+      if (link.orphaned || link.fin_sent) {
+        tx.unlock();
+        return epipe(0, 0);
+      }
+      std::lock_guard<Lock> lock(link.channel->mu());
+      Channel& ch = *link.channel;
+      if (ch.room_st() == 0) ch.progress_st();
+      dead = down::leaving_st(link, ch, why);
+      const size_t room = dead ? 0 : ch.room_st();
+      if (room > 0) {
+        // Only what the connection takes now leaves the pipe.
+        const size_t n = std::min({len, static_cast<size_t>(held), room, kBounce});
+        long r = api::sys(real.read(pipe, buf, n));
+        if (r <= 0) return r;
+        iovec v{buf, static_cast<size_t>(r)};
+        const size_t k = ch.send_st(&v, 1, static_cast<size_t>(r));
+        stats::add(stats::g.bytes_rdma_sent, k);
+        return static_cast<long>(k);
+      }
+    }
+    if (dead) {
+      down::want(link, why);
+      continue;
+    }
+    if (s.nonblocking.load()) return -EAGAIN;
+    int w = wait_for(link, seen, deadline.of(s.sndtimeo_us.load()));
+    if (w < 0) return w;
+  }
+}
+
+}  // namespace ferry::stream
