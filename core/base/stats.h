@@ -41,6 +41,7 @@ namespace ferry::stats {
   X(downgrade_resets, "connections reset: the RDMA side failed where no stream could resume") \
   X(bytes_resent, "bytes sent again over TCP after a downgrade (the peer had not confirmed them)") \
   X(rdma_registered_bytes, "registered memory of live upgraded connections")     \
+  X(rdma_registered_most, "the most memory registered at once, connections being set up included") \
   X(poller_wakeups, "times the poller thread woke up")                           \
   X(cq_polls, "completion-queue polls that found completions")                  \
   X(waits, "times a blocking call slept")                                         \

@@ -6,6 +6,8 @@
 #include "core/proto/downgrade.h"
 
 #include <arpa/inet.h>
+
+#include <atomic>
 #include <cstring>
 
 namespace ferry {
@@ -19,6 +21,9 @@ constexpr uint64_t kHandoffTag = uint64_t{1} << 61;
 constexpr uint32_t kSlot = wire::kControlSize;
 // A spinning waiter polls the CQ one look in this many (look_st).
 constexpr uint32_t kCqEvery = 8;
+
+// Memory every channel of the process has registered now (rdma_registered_most).
+std::atomic<uint64_t> g_pinned{0};
 
 // A position in an iovec list, moved forward piece by piece.
 struct IovCursor {
@@ -115,6 +120,9 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return nullptr;
   }
+  c->pin(ring_size + kRecvSlots * kSlot + kSendDepth * kSlot);
+  FERRY_LOG(debug, "rdma", "ring of %llu bytes at %#llx, rkey %#x", static_cast<unsigned long long>(ring_size),
+            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(c->rx_buf_.get())), c->rx_mr_->rkey);
   ibv_context* verbs = c->device_->context.get();
   c->cq_.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, static_cast<poller::Notified*>(c.get()), c->device_->events.get(), 0));
   if (!c->cq_) {
@@ -163,7 +171,18 @@ bool Channel::activate(std::string& why) {
 }
 
 // Channels that saw completion events are destroyed on the poller thread only.
-Channel::~Channel() { poller::forget_st(this); }
+Channel::~Channel() {
+  poller::forget_st(this);
+  g_pinned.fetch_sub(pinned_, std::memory_order_relaxed);
+}
+
+void Channel::pin(uint64_t bytes) {
+  pinned_ += bytes;
+  const uint64_t now = g_pinned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t most = stats::g.rdma_registered_most.load(std::memory_order_relaxed);
+  while (now > most && !stats::g.rdma_registered_most.compare_exchange_weak(most, now, std::memory_order_relaxed)) {
+  }
+}
 
 wire::RingRef Channel::local_ring() const {
   return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
@@ -184,6 +203,7 @@ bool Channel::prepare_staging(uint64_t size, std::string& why) {
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return false;
   }
+  pin(size);
   return true;
 }
 
@@ -202,7 +222,7 @@ bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
 }
 
 uint64_t Channel::registered_bytes() const {
-  return rx_size_ + (tx_mr_ ? tx_mr_->length : 0) + kRecvSlots * kSlot + kSendDepth * kSlot;
+  return pinned_;
 }
 
 // Receive requests go back to the queue in batches: one call for many is far cheaper

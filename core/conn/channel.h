@@ -87,6 +87,7 @@ class Channel : public poller::Notified {
   bool prepare_staging(uint64_t size, std::string& why);
   // The peer's ring, from its Hello or Welcome; no larger than the staging area.
   bool set_peer(const wire::RingRef& peer, std::string& why);
+  // Memory this channel registered (rings, staging area, control slots).
   uint64_t registered_bytes() const;
 
   // Binding (wire::Proof, docs/design.md "Binding"): until trusted(), nothing in our ring
@@ -281,6 +282,8 @@ class Channel : public poller::Notified {
   Signal own_signal_;
   Signal* signal_ = &own_signal_;
   rdma::Device* device_ = nullptr;
+  uint64_t pinned_ = 0;
+  void pin(uint64_t bytes);
 
   rdma::Buffer rx_buf_, tx_buf_, ctl_recv_buf_, ctl_send_buf_;
   uint64_t rx_size_ = 0;

