@@ -102,7 +102,15 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   if (signal) c->signal_ = signal;
   c->device_ = rdma::device_for(id->verbs, why);
   if (!c->device_) return nullptr;
-  ibv_pd* pd = c->device_->pd.get();
+  // A protection domain of its own: the peer's queue pair can reach this connection's
+  // ring and nothing else of the process, whatever key it tries (docs/design.md,
+  // "Threat model").
+  c->pd_.reset(ibv_alloc_pd(c->device_->context.get()));
+  if (!c->pd_) {
+    why = std::string("ibv_alloc_pd: ") + strerror(errno);
+    return nullptr;
+  }
+  ibv_pd* pd = c->pd_.get();
   c->rx_size_ = ring_size;
   c->rx_buf_ = rdma::allocate(ring_size);
   c->ctl_recv_buf_ = rdma::allocate(kRecvSlots * kSlot);
@@ -198,7 +206,7 @@ bool Channel::prepare_staging(uint64_t size, std::string& why) {
     why = "out of memory for the send staging area";
     return false;
   }
-  tx_mr_.reset(ibv_reg_mr(device_->pd.get(), tx_buf_.get(), size, 0));
+  tx_mr_.reset(ibv_reg_mr(pd_.get(), tx_buf_.get(), size, 0));
   if (!tx_mr_) {
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return false;

@@ -282,6 +282,7 @@ class Channel : public poller::Notified {
   Signal own_signal_;
   Signal* signal_ = &own_signal_;
   rdma::Device* device_ = nullptr;
+  rdma::Pd pd_;  // the connection's own (create()); outlives everything registered in it
   uint64_t pinned_ = 0;
   void pin(uint64_t bytes);
 

@@ -72,11 +72,6 @@ Device* device_for(ibv_context* cm_context, std::string& why) {
   }
   keep(d->context->cmd_fd);
   keep(d->context->async_fd);
-  d->pd.reset(ibv_alloc_pd(d->context.get()));
-  if (!d->pd) {
-    why = "ibv_alloc_pd on " + d->name + ": " + strerror(errno);
-    return nullptr;
-  }
   d->events.reset(ibv_create_comp_channel(d->context.get()));
   if (!d->events) {
     why = "ibv_create_comp_channel on " + d->name + ": " + strerror(errno);

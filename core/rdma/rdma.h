@@ -46,9 +46,9 @@ struct UnmapDeleter {
 using Buffer = std::unique_ptr<uint8_t, UnmapDeleter>;
 Buffer allocate(size_t bytes);
 
-// What ferry keeps per RDMA device: a device context of its own, a protection domain
-// and one completion channel that every CQ on the device reports to. Created on first
-// use, kept for the life of the process.
+// What ferry keeps per RDMA device: a device context of its own and one completion
+// channel that every CQ on the device reports to. Created on first use, kept for the
+// life of the process. Protection domains are per connection (core/conn/channel.h).
 //
 // The context is opened by this process, never taken from rdma_cm: librdmacm opens one
 // context per device per address space and keeps it across fork, and the kernel refuses
@@ -58,7 +58,6 @@ Buffer allocate(size_t bytes);
 struct Device {
   ibv_device* device = nullptr;
   Context context;
-  Pd pd;
   CompChannel events;
   std::string name;
   uint8_t port = 1;
@@ -70,7 +69,7 @@ Device* device_for(ibv_context* cm_context, std::string& why);
 void set_fd_keeper(void (*keep)(int& field) noexcept) noexcept;
 // Every device opened so far (for the poller to watch their completion channels).
 std::vector<Device*> devices();
-// In a forked child: the parent's devices (contexts, PDs, completion channels) are left
+// In a forked child: the parent's devices (contexts, completion channels) are left
 // to it; the child opens its own when it first needs them.
 void before_fork() noexcept;
 FERRY_FORK_PATH void after_fork_child() noexcept;
