@@ -192,6 +192,16 @@ void Channel::pin(uint64_t bytes) {
   }
 }
 
+bool Channel::use_ring(uint64_t size, std::string& why) {
+  if (!ring::valid_capacity(size) || size > rx_mr_->length) {
+    why = "the peer would use " + std::to_string(size) + " bytes of a ring of " + std::to_string(rx_mr_->length);
+    return false;
+  }
+  rx_size_ = size;
+  rx_ = ring::RecordRing(rx_buf_.get(), size);
+  return true;
+}
+
 wire::RingRef Channel::local_ring() const {
   return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
 }

@@ -87,6 +87,10 @@ class Channel : public poller::Notified {
   bool prepare_staging(uint64_t size, std::string& why);
   // The peer's ring, from its Hello or Welcome; no larger than the staging area.
   bool set_peer(const wire::RingRef& peer, std::string& why);
+  // Client, from the Welcome: the server writes into the first `size` bytes of our ring
+  // only (both rings of a connection are the smaller end's FERRY_RING_SIZE). Before
+  // anything was read; false unless size is a ring size no larger than ours.
+  bool use_ring(uint64_t size, std::string& why);
   // Memory this channel registered (rings, staging area, control slots).
   uint64_t registered_bytes() const;
 

@@ -151,7 +151,9 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
       wire::Welcome w;
       wire::Error e = wire::decode(data, len, w);
       if (e != wire::Error::ok) return fail_st(c, stats::g.tcp_peer_refused, wire::to_string(e));
-      if (!c->pending->set_peer(w.ring, why)) return fail_st(c, reason_of(why), why.c_str());
+      // The server writes into as much of our ring as its own is large.
+      if (!c->pending->use_ring(w.ring.size, why) || !c->pending->set_peer(w.ring, why))
+        return fail_st(c, stats::g.tcp_peer_refused, why.c_str());
       uint64_t secret = 0;
       if (!binding::secret(secret)) return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
       // Nothing the server says counts until it proved it read our proof (core/conn/binding.h).

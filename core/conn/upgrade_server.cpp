@@ -50,7 +50,9 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   }
   id->context = c;
   std::string why;
-  // Our ring is no larger than the client's, which sized its staging area to it.
+  // Both rings are the smaller end's: ours is no larger than the client's, which sized
+  // its staging area to it, and we stage (and write into) only as much of the client's
+  // ring as of ours, whatever size it advertised. The Welcome's ring size tells it.
   uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
   c->pending = build_channel_st(c, std::move(id), ring, why);
   if (!c->pending) return fail_st(c, reason_of(why), why.c_str());
@@ -62,7 +64,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
   }
   c->pending->await_proof_st(nonce);
-  if (!c->pending->set_peer(h.ring, why) || !c->pending->activate(why)) {
+  if (!c->pending->set_peer(wire::RingRef{h.ring.addr, h.ring.rkey, ring}, why) || !c->pending->activate(why)) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, reason_of(why), why.c_str());
   }

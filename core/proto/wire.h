@@ -11,9 +11,11 @@
 namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
-constexpr uint8_t kVersion = 7;  // 2: records found in memory (core/proto/records.h); 3: whole records;
+constexpr uint8_t kVersion = 8;  // 2: records found in memory (core/proto/records.h); 3: whole records;
                                   // 4: failover to TCP (core/conn/down.h); 5: redirects; 6: hand-offs;
-                                  // 7: the RDMA side bound to the TCP connection (Proof, bound)
+                                  // 7: the RDMA side bound to the TCP connection (Proof, bound);
+                                  // 8: both rings the Welcome's size (the server's staging
+                                  // no larger than its own ring, whatever the Hello says)
 
 // A receive ring as the peer must know it to write into it.
 struct RingRef {
@@ -35,7 +37,8 @@ constexpr size_t kHelloSize = 32;  // within the 56 bytes a CM REQ carries for r
 constexpr size_t kNonceSize = 16;
 using Nonce = std::array<uint8_t, kNonceSize>;
 
-// Server -> client, in the CM accept: the server's ring, and a nonce that only whoever
+// Server -> client, in the CM accept: the server's ring (no larger than the client's:
+// the server writes into only that many bytes of the client's ring), and a nonce that only whoever
 // received this Welcome knows; the client proves with it, through the TCP connection,
 // that it holds that connection (Proof).
 struct Welcome {
