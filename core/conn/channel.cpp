@@ -7,7 +7,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
 namespace ferry {
@@ -21,6 +23,9 @@ constexpr uint64_t kHandoffTag = uint64_t{1} << 61;
 constexpr uint32_t kSlot = wire::kControlSize;
 // A spinning waiter polls the CQ one look in this many (look_st).
 constexpr uint32_t kCqEvery = 8;
+
+// The longest a sender spins for send-queue room (reserve_sq_st).
+constexpr std::chrono::seconds kSqPatience{10};
 
 // Memory every channel of the process has registered now (rdma_registered_most).
 std::atomic<uint64_t> g_pinned{0};
@@ -63,6 +68,8 @@ size_t iov_total(const iovec* iov, int iovcnt) {
 // An ack timeout of 4.096 us * 2^16 = 268 ms: with the 6 retries upgrade.cpp asks for,
 // a queue pair whose path died fails within about two seconds.
 constexpr uint8_t kAckTimeout = 16;
+// Retries of a send the peer did not ack, or refused for want of a receive request.
+constexpr uint8_t kMostRetries = 6;
 
 // Moves qp to `state` with the attributes rdma_cm holds for id (port, P_Key, path,
 // PSNs, timeouts, access rights once the peer is known).
@@ -82,6 +89,17 @@ bool move_qp(rdma_cm_id* id, ibv_qp* qp, ibv_qp_state state, std::string& why) {
     // before it fails and the connection goes back to TCP (core/conn/down.h).
     attr.timeout = kAckTimeout;
     mask |= IBV_QP_TIMEOUT;
+  }
+  if (state == IBV_QPS_RTS) {
+    // Our retries come from the peer's side of the handshake (a CM request or reply
+    // names the counts its sender wants the other end to use), and 7 means "forever":
+    // a peer that asks for that and then acks nothing, or posts no receive request,
+    // would hold our sends, and the lock of whoever waits for room, for good. Ours are
+    // bounded whatever it asks: about 2 s of lost acks, or 4 s of receiver-not-ready
+    // (at most 655 ms each), fail the queue pair and the connection goes back to TCP.
+    attr.retry_cnt = std::min<uint8_t>(attr.retry_cnt, kMostRetries);
+    attr.rnr_retry = std::min<uint8_t>(attr.rnr_retry, kMostRetries);
+    mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
   }
   if (int e = ibv_modify_qp(qp, &attr, mask)) {
     why = std::string("ibv_modify_qp(") + std::to_string(state) + "): " + strerror(e);
@@ -268,10 +286,18 @@ bool Channel::flush_reposts_st() {
 }
 
 // Send-queue room for `wrs` more work requests, polling completions while it is full.
+// The queue pair's own limits (ack timeout and retries, RNR retries) fail it within
+// seconds when the peer takes nothing; kSqPatience bounds the spin should they not.
 bool Channel::reserve_sq_st(int wrs) {
-  while (sq_outstanding_ + wrs > kSendDepth) {
+  if (sq_outstanding_ + wrs <= kSendDepth) return true;
+  const auto until = std::chrono::steady_clock::now() + kSqPatience;
+  for (uint32_t n = 0; sq_outstanding_ + wrs > kSendDepth; ++n) {
     progress_st();
     if (failed()) return false;
+    if (n % 1024 == 1023 && std::chrono::steady_clock::now() > until) {
+      fail_st("the peer took none of our sends for " + std::to_string(kSqPatience.count()) + " s");
+      return false;
+    }
   }
   return true;
 }

@@ -166,11 +166,13 @@ rdma_conn_param conn_param(uint32_t qp_num, const void* data, uint8_t len) {
   p.qp_num = qp_num;
   p.private_data = data;
   p.private_data_len = len;
-  // 6, not 7: rxe takes 7 as "retry forever", and a queue pair whose path died must
-  // fail (about 2 s with the ack timeout of core/conn/channel.cpp) for the connection to
-  // go back to TCP.
+  // What the peer's queue pair is to use towards ours (ours are bounded whatever the
+  // peer asks: core/conn/channel.cpp, move_qp). 6, not 7: rxe takes 7 as "retry
+  // forever", and a queue pair whose path died must fail (about 2 s with our ack
+  // timeout) for the connection to go back to TCP; a receiver short of receive requests
+  // (ferry's never is: its flow control bounds what the peer sends) fails it in about 4 s.
   p.retry_count = 6;
-  p.rnr_retry_count = 7;  // unlimited: a receiver short of receive requests only delays
+  p.rnr_retry_count = 6;
   return p;
 }
 
