@@ -27,3 +27,28 @@ wait_port() {
   for _ in $(seq 100); do ss -Hltn "sport = :$1" | grep -q LISTEN && return 0; sleep 0.1; done
   fail "nothing listens on port $1"
 }
+
+# bounded SECONDS PATTERN CMD...: runs CMD, for SECONDS at most. Past that, the stacks
+# of every thread of every process whose command line matches PATTERN (both ends of a
+# hung exchange) go to $out/hang.PATTERN.txt, CMD is killed, and the status is 124:
+# a hang fails one check with its evidence instead of the whole test bed's time.
+bounded() {
+  local secs=$1 pattern=$2 pid tenths=0 p
+  shift 2
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$tenths" -ge $((secs * 10)) ]; then
+      for p in $(pgrep -f -- "$pattern"); do
+        echo "== $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)"
+        timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)'
+      done > "$out/hang.${pattern//[^a-zA-Z0-9_-]/_}.txt" 2>&1
+      kill -9 "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      return 124
+    fi
+    sleep 0.1
+    tenths=$((tenths + 1))
+  done
+  wait "$pid"
+}

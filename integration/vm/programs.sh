@@ -78,8 +78,9 @@ name=iperf3
 for args in "-P 4" "-R"; do
   serve iperf3 -s -1 -B "$ip" -p 5201
   wait_port 5201
-  if under client iperf3 -c "$ip" -p 5201 -t 2 $args > "$out/$name.client.out" 2>&1; then res=ok; else
-    res=FAILED; fail "iperf3 $args: $(tail -3 "$out/$name.client.out")"; fi
+  if bounded 120 iperf3 under client iperf3 -c "$ip" -p 5201 -t 2 $args > "$out/$name.client.out" 2>&1; then res=ok; else
+    res=FAILED; fail "iperf3 $args (status $?, stacks of a hang in hang.iperf3.txt): $(tail -3 "$out/$name.client.out")"; fi
+  timeout 60 tail --pid=$server -f /dev/null || kill -9 $server
   wait $server || fail "iperf3 server"
 done
 expect_rdma 10000000
@@ -88,7 +89,8 @@ record $res
 name=redis
 serve redis-server --port 6380 --bind "$ip" --protected-mode no --save '' --appendonly no
 wait_port 6380
-under client redis-benchmark -h "$ip" -p 6380 -c 50 -P 16 -n 5000 -q > "$out/$name.client.out" 2>&1
+bounded 300 redis under client redis-benchmark -h "$ip" -p 6380 -c 50 -P 16 -n 5000 -q > "$out/$name.client.out" 2>&1 ||
+  fail "redis-benchmark (status $?, stacks of a hang in hang.redis.txt)"
 n=$(tr '\r' '\n' < "$out/$name.client.out" | grep -c 'requests per second')
 if [ "$n" -ge 15 ] && ! grep -qiE 'error|refused' "$out/$name.client.out"; then res=ok; else
   res=FAILED; fail "redis-benchmark: $n results; $(tail -3 "$out/$name.client.out")"; fi
