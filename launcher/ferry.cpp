@@ -21,7 +21,7 @@ void usage(FILE* out) {
           "       ferry --help | --version\n\n"
           "Runs PROGRAM with libferry.so preloaded. A TCP connection whose two ends run ferry\n"
           "on an RDMA fabric moves to RDMA when the program uses it as a blocking socket;\n"
-          "everything else stays on kernel TCP (see README.md, \"What works\").\n\n"
+          "everything else stays on kernel TCP (see docs/compatibility.md).\n\n"
           "Settings are read from the environment (FERRY_NAME=value ferry PROGRAM):\n");
   for (const auto& s : ferry::setting_docs()) fprintf(out, "  %-25s default %-9s %s\n", s.name, s.fallback, s.help);
   fprintf(out, "\nThe library is found next to this program (or in ../lib); FERRY_LIBRARY overrides the path.\n");
