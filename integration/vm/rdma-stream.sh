@@ -107,6 +107,20 @@ scenario_integrity_many() {
   expect_rdma 30000000 64
 }
 
+# Ends with different FERRY_RING_SIZE, each way round: both rings are the smaller end's
+# (protocol 8), and every byte arrives intact over RDMA.
+scenario_ring_sizes() {
+  local big="ferry FERRY_RING_SIZE=1m" small="ferry FERRY_RING_SIZE=16k"
+  STREAM_FERRY=$ferry pair "$big" "$small" 2 "$ip" $((8 << 20)) 65537
+  expect client upgraded -eq 2
+  expect server upgraded -eq 2
+  expect_rdma $((8 << 20)) 2
+  STREAM_FERRY=$ferry pair "$small" "$big" 2 "$ip" $((8 << 20)) 65537
+  expect client upgraded -eq 2
+  expect server upgraded -eq 2
+  expect_rdma $((8 << 20)) 2
+}
+
 # A BGSAVE-style child, forked again and again while both ends stream, never touches the
 # connection: the parents' connections stay on RDMA, every byte intact.
 scenario_fork_during() {
@@ -650,7 +664,7 @@ scenario_exit_flush() {
   scenario=$base
 }
 
-all=(integrity_one integrity_many fork_during splice server_plain client_plain device_excluded disabled no_route loopback
+all=(integrity_one integrity_many ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
   providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
