@@ -1,0 +1,77 @@
+// Channel's notifications: arming the completion queue, sleeping, and what the
+// poller does when the queue reports.
+#include "core/conn/channel.h"
+
+#include "core/base/log.h"
+#include "core/base/stats.h"
+#include "core/conn/channel_parts.h"
+#include "core/conn/poller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace ferry {
+using namespace channel_parts;
+
+void Channel::arm_st() {
+  if (armed_) return;
+  armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
+}
+
+// Arms the CQ for the credits that drain the send queue, then polls once: a credit that
+// completed before the arming raises no event, and nobody else may be looking.
+void Channel::arm_and_poll_st() {
+  arm_st();
+  progress_st();
+}
+
+void Channel::prepare_sleep_st() {
+  // A reader about to sleep reports everything it consumed, so that if its process
+  // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_st).
+  if (rx_.cursors().uncredited() && !failed()) give_credit_st();
+  arm_st();
+  progress_st();
+  // Writes landing from here on raise no completion unless the peer knows we sleep; it
+  // compares where we looked with what it wrote, so nothing written meanwhile is missed.
+  if (!failed() && peer_known_) {
+    if (const uint32_t k = rx_flow_.sleep_count(rx_.records())) {
+      if (post_control_st(wire::Control{wire::Op::sleep, rx_.produced(), k})) {
+        rx_flow_.slept(k);
+        stats::add(stats::g.sleep_notices, 1);
+      }
+    }
+  }
+
+}
+
+bool Channel::on_notified_st() {
+  armed_ = false;
+  const uint64_t before = polls_;
+  progress_st();
+  polls_seen_ = polls_;
+  if (signal_->wanted() || before == polls_at_event_) {
+    prepare_sleep_st();
+  } else if (!drained_st()) {
+    arm_and_poll_st();  // the credits that drain the send queue must wake us
+  }
+  polls_at_event_ = polls_;
+  return !armed_;
+}
+
+bool Channel::recheck_st() {
+  if (armed_) return false;
+  if (!drained_st()) {
+    arm_and_poll_st();
+    return !armed_;
+  }
+  if (polls_ == polls_seen_) {
+    prepare_sleep_st();
+    return !armed_;
+  }
+  polls_seen_ = polls_;
+  return true;
+}
+
+}  // namespace ferry

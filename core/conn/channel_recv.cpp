@@ -1,0 +1,200 @@
+// Channel's receive path: the ring's records, the peer's control messages, credit,
+// and the completion queue's progress.
+#include "core/conn/channel.h"
+
+#include "core/base/log.h"
+#include "core/base/stats.h"
+#include "core/conn/channel_parts.h"
+#include "core/conn/poller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace ferry {
+using namespace channel_parts;
+
+// Receive requests go back to the queue in batches: one call for many is far cheaper
+// than one each, and the few held back never starve the peer (see kRepostBatch).
+void Channel::repost_st(int slot) {
+  repost_[repost_n_++] = slot;
+  if (repost_n_ == kRepostBatch && !flush_reposts_st()) fail_st("ibv_post_recv failed");
+}
+
+bool Channel::flush_reposts_st() {
+  ibv_sge sge[kRepostBatch];
+  ibv_recv_wr wr[kRepostBatch];
+  for (int i = 0; i < repost_n_; ++i) {
+    int slot = repost_[i];
+    sge[i] = {reinterpret_cast<uint64_t>(ctl_recv_buf_.get() + slot * kSlot), kSlot, ctl_recv_mr_->lkey};
+    wr[i].wr_id = kRecvTag | static_cast<uint64_t>(slot);
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].next = i + 1 < repost_n_ ? &wr[i + 1] : nullptr;
+  }
+  const int n = repost_n_;
+  repost_n_ = 0;
+  ibv_recv_wr* bad = nullptr;
+  return n == 0 || ibv_post_recv(qp_.get(), wr, &bad) == 0;
+}
+
+size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
+  if (rx_left_ || !trusted()) return 0;
+  IovCursor to{iov, iovcnt};
+  const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
+    to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
+  });
+  if (!peek) payload_read_ += got;
+  if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_st();
+  return got;
+}
+
+bool Channel::land_st() {
+  switch (rx_.scan()) {
+    case ring::RecordRing::Scan::nothing: return false;
+    case ring::RecordRing::Scan::landed: ++rx_events_; return true;
+    case ring::RecordRing::Scan::malformed: fail_st("peer wrote a malformed record or past its credits"); return true;
+  }
+  return false;
+}
+
+bool Channel::look_st() {
+  if (++looks_ % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_st();
+  return progress_st();
+}
+
+bool Channel::scan_st() {
+  ++polls_;
+  if (!land_st()) return false;
+  signal_->bump();
+  return true;
+}
+
+bool Channel::proven_st(uint64_t secret) {
+  trusted_.store(true, std::memory_order_release);
+  ++rx_events_;
+  signal_->bump();
+  return !failed() && post_control_st(wire::Op::bound, secret);
+}
+
+void Channel::handle_control_st(const wire::Control& c) {
+  if (held_) {
+    // Before the server proved it read our Proof, nothing it says about the stream
+    // counts (it may not be the TCP connection's server).
+    if (c.op == wire::Op::bound) {
+      if (c.value != secret_) return fail_st("peer's binding does not name our proof");
+      held_ = false;
+      trusted_.store(true, std::memory_order_release);
+      stats::add(stats::g.upgraded, 1);
+      ++rx_events_;
+      ++tx_events_;
+      drain_st();
+      signal_->bump();
+      return;
+    }
+    if (c.op == wire::Op::cutover || c.op == wire::Op::fin || c.op == wire::Op::handoff)
+      return fail_st("peer spoke of the stream before it proved it holds the TCP connection");
+  } else if (c.op == wire::Op::bound) {
+    return fail_st("unexpected binding from the peer");
+  }
+  switch (c.op) {
+    case wire::Op::bound: break;
+    case wire::Op::credit:
+      if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
+      if (tx_starved_ && writable_st()) {
+        tx_starved_ = false;
+        ++tx_events_;
+      }
+      break;
+    case wire::Op::blocked:
+      rx_flow_.on_blocked();
+      if (rx_flow_.credit_due(rx_.cursors())) give_credit_st();
+      break;
+    case wire::Op::cutover:
+      peer_cutover_known_ = true;
+      peer_cutover_ = c.value;
+      break;
+    case wire::Op::fin:
+      land_st();  // every write sent before the fin has landed by now
+      if (c.value != rx_.produced()) fail_st("peer's final cursor does not match the bytes received");
+      peer_fin_ = true;
+      ++rx_events_;
+      break;
+    case wire::Op::sleep:
+      switch (tx_flow_.on_sleep(c.value, c.count, tx_)) {
+        case flow::Sender::SleepAnswer::malformed: fail_st("peer's sleep names a cursor we never wrote or too many writes"); break;
+        case flow::Sender::SleepAnswer::wake_now: post_control_st(wire::Op::wake, tx_.written()); break;
+        case flow::Sender::SleepAnswer::waking_writes: break;
+      }
+      break;
+    case wire::Op::wake:
+      rx_flow_.on_wake();
+      break;
+    case wire::Op::handoff:
+      if (c.value > payload_written_) fail_st("peer's hand-off names bytes we never wrote");
+      peer_handoff_ = true;
+      peer_handoff_read_ = c.value;
+      ++rx_events_;
+      break;
+  }
+}
+
+bool Channel::progress_st() {
+  ++polls_;
+  bool changed = false;
+  ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(cq_.get(), 16, wc);
+    if (n < 0) {
+      fail_st("ibv_poll_cq failed");
+      return true;
+    }
+    if (n == 0) break;
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc& w = wc[i];
+      if (w.status != IBV_WC_SUCCESS) {
+        fail_st(std::string("completion error: ") + ibv_wc_status_str(w.status));
+        changed = true;
+        continue;
+      }
+      if (w.wr_id & kRecvTag) {
+        int slot = static_cast<int>(w.wr_id & ~kRecvTag);
+        if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          // A write our sleep asked for; its record is found like any other.
+          rx_flow_.on_waking_write();
+        } else {
+          wire::Control c;
+          if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
+            handle_control_st(c);
+          } else {
+            fail_st("malformed control message");
+          }
+        }
+        repost_st(slot);
+        changed = true;
+      } else {
+        if (w.wr_id & kConfirmTag) confirmed_ = true;
+        if (w.wr_id & kHandoffTag) handoff_confirmed_ = true;
+        sq_outstanding_ -= static_cast<int>(w.wr_id & ~(kConfirmTag | kHandoffTag));
+        changed = true;  // send space may have opened up
+      }
+    }
+  }
+  if (!failed() && land_st()) changed = true;
+  if (changed && !writing_ && !queue_.empty()) drain_st();
+  if (changed) {
+    stats::add(stats::g.cq_polls, 1);
+    signal_->bump();
+  }
+  return changed;
+}
+
+void Channel::give_credit_st() {
+  rx_flow_.credit_given();
+  // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
+  std::atomic_thread_fence(std::memory_order_release);
+  post_control_st(wire::Op::credit, rx_.cursors().take_credit());
+}
+
+}  // namespace ferry
