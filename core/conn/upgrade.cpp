@@ -45,11 +45,6 @@ using endpoint::port_of;
 using endpoint::tcp_counts;
 using endpoint::unmap;
 
-// The poller's watch of a connection's TCP side: one-shot while the handshake runs
-// (Link::watch_idle), then every arrival.
-constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
-constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
-
 FERRY_FORK_DATA State* g_state = new State;  // replaced, not destroyed, in a forked child
 // Whether requests wait in State::held for a connection not yet launched (set by the
 // poller at the end of each round, written only when it changes; read by launch()).
@@ -214,54 +209,6 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   drop_st(c);
 }
 
-// Persist probes (flow::Prober): once a tick, every channel whose bytes wait for room
-// at a peer that returned no credit since the last tick sends it an empty write, so a
-// peer host that vanished fails the queue pair (and the connection goes on over TCP,
-// whose own timeouts then speak, as without ferry).
-constexpr auto kProbeEvery = std::chrono::seconds(1);
-
-void schedule_probe_st();
-
-// Binding (core/conn/binding.h), once a tick: a server whose client's proof came while
-// nobody could take it takes it now; a client not bound binding::kPatience after its
-// cutover (its proof unanswered, or not even written) goes on over TCP (its queued
-// bytes with it).
-void binding_tick_st(Link* l) {
-  if (l->channel->trusted() || l->down.load()) return;
-  auto it = st().conns.find(l);
-  if (it == st().conns.end()) return;
-  const Conn* c = it->second.get();
-  if (!l->client) return send_side::look_for_proof(c->link);
-  const int64_t cut = l->cut_us.load(std::memory_order_relaxed);
-  if (cut == 0 || now_us() - cut < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
-    return;
-  stats::add(stats::g.upgrades_unproven, 1);
-  FERRY_LOG(warn, "binding", "port %u -> %u: %s: going on over TCP", c->local_port, c->peer_port,
-            l->proof_due.load() ? "our proof could not go into TCP" : "the RDMA peer never answered our proof");
-  {
-    std::lock_guard<Lock> lock(l->channel->mu());
-    l->channel->fail_st("the peer did not prove it holds the TCP connection");
-  }
-  down::want(*l, down::Why::failed);  // the queued bytes go over TCP at the program's next call
-}
-
-void probe_tick_st() {
-  FERRY_POLLER_ONLY();
-  st().probing = false;
-  for (Link* l : st().live) binding_tick_st(l);
-  for (Link* l : st().live) {
-    std::lock_guard<Lock> lock(l->channel->mu());
-    l->channel->probe_st();
-  }
-  schedule_probe_st();
-}
-
-void schedule_probe_st() {
-  if (st().probing || st().live.empty()) return;
-  st().probing = true;
-  poller::at_st(Clock::now() + kProbeEvery, probe_tick_st);
-}
-
 void established_st(Conn* c) {
   FERRY_POLLER_ONLY();
   SocketRef s = c->link->socket.lock();
@@ -326,79 +273,6 @@ void adopt_st(std::unique_ptr<Conn> conn) {
   Conn* c = conn.get();
   c->adopted = true;
   st().conns[c->link.get()] = std::move(conn);
-}
-
-// How long a closed connection waits for its peer to make progress (room in its ring
-// for queued bytes, completions of what was posted) before it is dropped. Looks come
-// every millisecond at first, then every kSlowLook: a peer that stopped reading should
-// not cost a poller look per millisecond for a minute.
-constexpr auto kRetirePatience = std::chrono::seconds(60);
-constexpr auto kFastLooks = std::chrono::seconds(2);
-constexpr auto kSlowLook = std::chrono::milliseconds(50);
-
-// A client connection closed while its request was out: the answer still tells whether
-// the server runs ferry (core/conn/refusals.h), to the connections that wait for it
-// (Askers) and to the process's next ones. Without it, a client that closes each
-// connection sooner than a plain server's rdma_cm can refuse would never learn, and
-// would ask again for every connection. The handshake stays for its answer, one
-// upgrade window at most, and is dropped with it.
-void await_answer_st(Conn* c) {
-  FERRY_POLLER_ONLY();
-  c->closed = true;
-  poller::at_st(Clock::now() + window(), [weak = std::weak_ptr<Link>(c->link)] {
-    std::shared_ptr<Link> link = weak.lock();
-    auto it = link ? st().conns.find(link.get()) : st().conns.end();
-    if (it != st().conns.end()) fail_st(it->second.get(), stats::g.tcp_timeout, "no answer to its request");
-  });
-}
-
-// Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
-// after a close), then closes the RDMA side and the TCP duplicate. `progress` is when
-// the peer last made progress.
-void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
-  FERRY_POLLER_ONLY();
-  auto it = st().conns.find(link.get());
-  if (it == st().conns.end()) return;
-  Conn* c = it->second.get();
-  if (link->channel && link->down.load()) {
-    // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
-    if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {
-      poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
-      return;
-    }
-    down::close_dup(*link);
-    rdma_disconnect(link->channel->id());
-  } else if (link->channel) {
-    const auto now = Clock::now();
-    bool drained, to_tcp;
-    {
-      std::lock_guard<Lock> lock(link->channel->mu());
-      Channel& ch = *link->channel;
-      const size_t unsent = ch.unsent_st();
-      ch.progress_st();
-      // A peer that disconnected reads nothing more: what is left is lost with it, as
-      // with kernel TCP when the peer's socket is gone.
-      drained = ch.failed() || link->peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
-      // A client's bytes held for a peer that never proved it was the TCP connection's
-      // server (core/conn/binding.h) belong to that server: they go over TCP.
-      to_tcp = link->client && !ch.trusted() && !ch.drained_st() && (ch.failed() || link->peer_gone.load());
-      if (ch.unsent_st() != unsent) progress = now;
-    }
-    if (to_tcp) {
-      down::want(*link, down::Why::failed);
-      return retire_st(link, now);
-    }
-    if (!drained && now - progress < kRetirePatience) {
-      const auto next = now - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
-      poller::at_st(now + next, [link, progress] { retire_st(link, progress); });
-      return;
-    }
-    down::close_dup(*link);  // kept for a binding that came (closing())
-    rdma_disconnect(link->channel->id());
-  } else if (link->client && c->committed && link->phase.load() == Link::Phase::handshake) {
-    return await_answer_st(c);
-  }
-  drop_st(c);
 }
 
 // Hands a handshake to the poller: a client resolves its route at once; a server waits
@@ -550,101 +424,6 @@ void server_listening(int fd, const SocketRef& s) noexcept {
 }
 
 void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign, true); }
-
-namespace {
-
-// The claims table's note that a connection was passed unused: its key in a space of
-// its own, so that no redirect ever reads it.
-bool passed_key(int fd, std::string& key) {
-  sockaddr_storage local, peer;
-  if (!addresses(fd, local, peer)) return false;
-  key = "passed|" + conn_key(reinterpret_cast<const sockaddr*>(&peer), port_of(reinterpret_cast<const sockaddr*>(&peer)),
-                             port_of(reinterpret_cast<const sockaddr*>(&local)));
-  return key.size() < claims::kKeySize;
-}
-
-}  // namespace
-
-void passing(int fd, Socket& s) noexcept {
-  claims::Table* t = claims::shared();
-  std::string key;
-  if (!t || !s.link || s.link->client || s.link->inherited || s.link->arm.load() != Link::undecided ||
-      s.transport() != Transport::upgrading || !passed_key(fd, key))
-    return;
-  const int64_t now = ns_of(Clock::now());
-  t->claim(key, {getpid(), 0}, now, now + ns_of(Clock::time_point(accept_wait())));
-}
-
-void passed_in(int fd, const SocketRef& s) noexcept {
-  claims::Table* t = claims::shared();
-  std::string key;
-  claims::Claim who;
-  if (!t || s->role() != Role::active || s->link || !passed_key(fd, key) || !t->find(key, ns_of(Clock::now()), who))
-    return;
-  t->drop(key, who.pid);
-  FERRY_LOG(debug, "upgrade", "fd %d: a connection passed unused by process %d: upgrading it here", fd, who.pid);
-  start(fd, s, false, true, false);
-}
-
-namespace {
-
-// A forked child's first data call on a connection its parent had not yet used: the
-// child serves it, so the child upgrades it, with the Link it inherited (which holds
-// none of the parent's RDMA objects: nothing is built before the first data call).
-void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
-  sockaddr_storage local, peer;
-  uint64_t received = 0;
-  if (!rdma_ready() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
-    link->phase.store(Link::Phase::failed);
-    s.transition(Transport::upgrading, Transport::kernel);
-    return;
-  }
-  link->tcp_received.store(received);
-  link->fd = fd;
-  link->inherited = false;
-  auto conn = make_conn(link, local, peer);
-  if (!link->client) {
-    conn->key = key_of_conn(conn.get());
-    conn->foreign = true;  // the rdma_cm listener, if any, is an ancestor's
-  }
-  {
-    std::lock_guard<Lock> lock(link->watch_mu);
-    link->watcher = conn.get();
-    link->unwatched = false;  // the watch is this process's now
-    // The wait for the request starts afresh here, as the parent's did.
-    link->spoke_ns.store(0);
-    link->launch.store(Link::taken);  // the parent's post, if any, is the parent's
-    link->limit_armed.store(false);
-    link->watching.store(poller::watch(fd, kWatchHandshake, conn.get()));
-  }
-  stats::add(stats::g.upgrades_started, 1);
-  stats::add(stats::g.upgrades_reclaimed, 1);
-  launch(std::move(conn));
-}
-
-}  // namespace
-
-void first_data_call(int fd, Socket& s) noexcept {
-  std::shared_ptr<Link> link = s.link;
-  if (!link || link->arm.load() != Link::undecided) return;
-  if (link->inherited && !link->reclaimable) return;
-  int expected = Link::undecided;
-  if (!link->arm.compare_exchange_strong(expected, Link::go)) return;
-  if (link->inherited) return reclaim(fd, s, link);
-  if (!link->client && !link->arm_awaited.load()) return;  // the poller holds nothing for it
-  poller::submit([link] {
-    auto it = st().conns.find(link.get());
-    if (it == st().conns.end()) return;
-    Conn* c = it->second.get();
-    if (link->client) return connect_when_armed_st(c);
-    if (c->foreign && !c->claimed && !c->committed) return claim_st(c);
-    if (c->parked) {
-      st().parked.erase(c);
-      rdma::CmId id = std::move(c->parked);
-      accept_request_st(c, std::move(id), c->parked_hello);
-    }
-  });
-}
 
 bool forgo(Socket& s) noexcept {
   if (!s.link || s.link->arm.load() != Link::undecided || !s.transition(Transport::upgrading, Transport::kernel))

@@ -14,6 +14,7 @@
 #include "core/proto/wire.h"
 #include "core/rdma/rdma.h"
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -174,6 +175,29 @@ void arm_deadline_st(Conn* c);
 // The poller, serving the upgrade's rdma_cm events (upgrade.cpp): started if RDMA can be
 // used in this process.
 bool rdma_ready();
+
+// The poller's watch of a connection's TCP side: one-shot while the handshake runs
+// (Link::watch_idle), then every arrival.
+constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
+
+// A handshake's record for a connection whose endpoints are local and peer.
+std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
+                                const sockaddr_storage& peer);
+// Ends the handshake record of c (upgrade.cpp).
+void drop_st(Conn* c);
+// Once a tick while connections live: persist probes and the binding's patience
+// (upgrade_upkeep.cpp).
+void schedule_probe_st();
+// A closed connection: flushes what it sent as the peer makes room (the peer last made
+// progress at `progress`), then closes its RDMA side (upgrade_upkeep.cpp).
+void retire_st(const std::shared_ptr<Link>& link, poller::Clock::time_point progress);
+// Hands a handshake to the poller (upgrade.cpp).
+void launch(std::unique_ptr<Conn> conn);
+// Either side of a fresh connection: its handshake starts unless it cannot use RDMA
+// (upgrade.cpp). `foreign`: accepted on another process's listener; `fresh`: accept()
+// has just returned it.
+void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) noexcept;
 
 }  // namespace ferry::upgrade::detail
 
