@@ -20,6 +20,10 @@
 //     (ferry's binding) and cuts over, but posts no receive request: the server's
 //     messages find none. Reads its TCP connection for SECONDS (or to its end) and
 //     prints how many bytes came.
+//   rdma_intruder flood IP PORT SECONDS
+//     Sends ferry Hellos naming made-up client ports to the rdma_cm listener at
+//     IP:PORT as fast as it can for SECONDS (no TCP connection behind any of them, no
+//     queue pair), up to 2,048 outstanding; prints how many it sent and how they ended.
 //
 // Prints what it saw: "accepted"/"refused", then "landed N bytes" and the printable
 // text of what landed (a ferry that binds its upgrades lets nothing land), or the
@@ -28,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <signal.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -328,12 +333,67 @@ int mute(const sockaddr_in& server, int seconds) {
   return 0;
 }
 
+volatile sig_atomic_t g_stop = 0;
+
+int flood(const sockaddr_in& server, int seconds) {
+  signal(SIGTERM, [](int) { g_stop = 1; });  // stopped early, it still says what it did
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  size_t sent = 0, rejected = 0, other = 0, outstanding = 0;
+  uint16_t port = 1024;
+  uint8_t hello[wire::kHelloSize];
+  uint8_t ring[64] = {};
+  auto settle = [&](rdma_cm_event* ev) {
+    rdma_cm_id* id = ev->id;
+    const rdma_cm_event_type type = ev->event;
+    rdma_ack_cm_event(ev);
+    switch (type) {
+      case RDMA_CM_EVENT_ADDR_RESOLVED:
+        if (rdma_resolve_route(id, 2000) == 0) return;
+        break;
+      case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        port = static_cast<uint16_t>(port == 65535 ? 1024 : port + 1);
+        wire::encode(wire::Hello{port, ntohs(server.sin_port), {reinterpret_cast<uint64_t>(ring), 1, 4096}}, hello);
+        rdma_conn_param p = param(hello, sizeof hello);
+        p.qp_num = 1;  // no queue pair: nothing will come of it
+        if (rdma_connect(id, &p) == 0) {
+          ++sent;
+          return;
+        }
+        break;
+      }
+      case RDMA_CM_EVENT_REJECTED:
+        ++rejected;
+        break;
+      default:
+        ++other;
+        break;
+    }
+    rdma_destroy_id(id);
+    --outstanding;
+  };
+  while (!g_stop && std::chrono::steady_clock::now() < until) {
+    while (outstanding < 2048) {
+      rdma_cm_id* id = nullptr;
+      if (rdma_create_id(g_events, &id, nullptr, RDMA_PS_TCP) != 0) break;
+      if (rdma_resolve_addr(id, nullptr, (sockaddr*)&server, 2000) != 0) {
+        rdma_destroy_id(id);
+        break;
+      }
+      ++outstanding;
+    }
+    if (rdma_cm_event* ev = next_event(10)) settle(ev);
+  }
+  printf("flood: %zu requests sent, %zu rejected, %zu ended otherwise, %zu outstanding\n", sent, rejected, other,
+         outstanding);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS [RING_BYTES] | squat IP PORT SECONDS\n"
-      "       | write IP PORT ADDR RKEY | mute IP PORT SECONDS\n";
+      "       | write IP PORT ADDR RKEY | mute IP PORT SECONDS | flood IP PORT SECONDS\n";
   if (argc < 5) {
     fputs(usage.c_str(), stderr);
     return 2;
@@ -356,6 +416,7 @@ int main(int argc, char** argv) {
   if (mode == "write" && argc >= 6)
     return write_other(addr, strtoull(argv[4], nullptr, 0), static_cast<uint32_t>(strtoul(argv[5], nullptr, 0)));
   if (mode == "mute") return mute(addr, atoi(argv[4]));
+  if (mode == "flood") return flood(addr, atoi(argv[4]));
   fputs(usage.c_str(), stderr);
   return 2;
 }
