@@ -11,6 +11,8 @@
 #include <sys/ioctl.h>
 #include <sched.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 
 namespace ferry::readiness {
@@ -49,6 +51,7 @@ State of(int fd, Link& link) noexcept {
   if (link.down.load(std::memory_order_relaxed)) return down::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
+  uint64_t tcp_stream_left = UINT64_MAX;  // stream bytes the kernel socket may still hold
   bool writable, fin, dead, tcp_pending, left_unread, handoff, half_full;
   {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
@@ -64,8 +67,13 @@ State of(int fd, Link& link) noexcept {
     left_unread = ch.peer_left_unread_st();
     // Until the client proved itself (core/conn/binding.h) the stream is TCP's: its proof, or
     // a forger's client's own bytes.
-    tcp_pending = !ch.peer_cutover_known() || link.tcp_received.load(std::memory_order_relaxed) < ch.peer_cutover() ||
-                  !ch.trusted();
+    const uint64_t tcp_received = link.tcp_received.load(std::memory_order_relaxed);
+    tcp_pending = !ch.peer_cutover_known() || tcp_received < ch.peer_cutover() || !ch.trusted();
+    // Past the peer's cutover point the kernel socket holds its proof, not the stream's
+    // bytes: a receive takes the proof and finds nothing, and a program told "readable"
+    // would block in it (iperf3's server did, its client waiting for it).
+    if (ch.peer_cutover_known())
+      tcp_stream_left = ch.peer_cutover() > tcp_received ? ch.peer_cutover() - tcp_received : 0;
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
     st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
     st.tx_events = ch.tx_events_st();
@@ -92,7 +100,8 @@ State of(int fd, Link& link) noexcept {
   size_t unread = readable;
   if (tcp_pending) {
     int n = 0;
-    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) unread += static_cast<size_t>(n);
+    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0)
+      unread += static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(n), tcp_stream_left));
   }
   if (unread > 0 && (unread >= static_cast<size_t>(link.rcvlowat.load(std::memory_order_relaxed)) || half_full)) m |= kIn;
   if (rd_shut) m |= kIn | EPOLLRDHUP;

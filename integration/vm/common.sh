@@ -41,6 +41,7 @@ bounded() {
     if [ "$tenths" -ge $((secs * 10)) ]; then
       for p in $(pgrep -f -- "$pattern"); do
         echo "== $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)"
+        [ -z "${ferry:-}" ] || "$ferry" stat "$p" 2>&1 | grep -vE ' 0 +#' | head -40
         timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(#|Thread)'
       done > "$out/hang.${pattern//[^a-zA-Z0-9_-]/_}.txt" 2>&1
       kill -9 "$pid" 2>/dev/null
