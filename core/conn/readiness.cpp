@@ -4,6 +4,7 @@
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
 #include "core/conn/down.h"
+#include "core/proto/wire.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 namespace ferry::readiness {
@@ -52,6 +54,8 @@ State of(int fd, Link& link) noexcept {
   Channel& ch = *link.channel;
   size_t readable;
   uint64_t tcp_stream_left = UINT64_MAX;  // stream bytes the kernel socket may still hold
+  bool proof_awaited = false;
+  wire::Nonce nonce{};
   bool writable, fin, dead, tcp_pending, left_unread, handoff, half_full;
   {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
@@ -74,6 +78,10 @@ State of(int fd, Link& link) noexcept {
     // would block in it (iperf3's server did, its client waiting for it).
     if (ch.peer_cutover_known())
       tcp_stream_left = ch.peer_cutover() > tcp_received ? ch.peer_cutover() - tcp_received : 0;
+    // Before the cutover point is known, a proof at the head of the kernel's bytes
+    // means the same: nothing of the stream is there.
+    proof_awaited = !link.client && !ch.trusted() && !ch.peer_cutover_known();
+    if (proof_awaited) nonce = ch.nonce();
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
     st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
     st.tx_events = ch.tx_events_st();
@@ -100,8 +108,13 @@ State of(int fd, Link& link) noexcept {
   size_t unread = readable;
   if (tcp_pending) {
     int n = 0;
-    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0)
-      unread += static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(n), tcp_stream_left));
+    if (real.ioctl(fd, FIONREAD, &n) == 0 && n > 0 && proof_awaited) {
+      uint8_t proof[wire::kProofSize], head[wire::kProofKnown];
+      wire::encode(wire::Proof{nonce, 0}, proof);
+      const ssize_t k = real.recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+      if (k > 0 && std::memcmp(head, proof, static_cast<size_t>(k)) == 0) n = 0;
+    }
+    if (n > 0) unread += static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(n), tcp_stream_left));
   }
   if (unread > 0 && (unread >= static_cast<size_t>(link.rcvlowat.load(std::memory_order_relaxed)) || half_full)) m |= kIn;
   if (rd_shut) m |= kIn | EPOLLRDHUP;
