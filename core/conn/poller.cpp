@@ -56,6 +56,10 @@ struct Poller {
   // Work handed over by post() since the thread last took the queue.
   std::atomic<int> posted{0};
   std::vector<Timer> timers;
+  // The round's work, done: freed once its events were handled, so what a work item
+  // held (a connection's last reference) outlives the events that name it (a watch of
+  // its descriptors the poller took before the work let go of them).
+  std::vector<std::unique_ptr<std::function<void()>>> done;
   std::set<rdma::Device*> devices;
   // Channels left unarmed because the program polls them; looked at every recheck_every.
   std::set<Notified*> unarmed;
@@ -188,7 +192,7 @@ void loop() {
     std::function<void()>* fn = nullptr;
     while (P().work.pop(fn)) {
       (*fn)();
-      delete fn;
+      P().done.emplace_back(fn);
     }
     for (int i = 0; i < n; ++i) {
       uint64_t tag = evs[i].data.u64;
@@ -205,6 +209,7 @@ void loop() {
       }
     }
     run_timers_st();
+    P().done.clear();
     g_user.end_of_round();
     epfd = P().epfd.load();
   }
