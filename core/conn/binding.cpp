@@ -126,4 +126,23 @@ Verdict look(int fd, Link& link) noexcept {
   return Verdict::proven;
 }
 
+Verdict take_left(int fd, const wire::Nonce& nonce) noexcept {
+  uint8_t buf[wire::kProofSize];
+  ssize_t r;
+  do {
+    r = real.recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return errno == EAGAIN ? Verdict::wait : Verdict::refused;
+  if (r == 0) return Verdict::refused;
+  wire::Proof proof;
+  switch (wire::decode(buf, static_cast<size_t>(r), nonce, proof)) {
+    case wire::Error::ok: break;
+    case wire::Error::too_short: return Verdict::wait;
+    default: return Verdict::refused;
+  }
+  if (real.recv(fd, buf, sizeof buf, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof buf)) return Verdict::refused;
+  FERRY_LOG(debug, "binding", "took the client's proof after the program closed the connection");
+  return Verdict::proven;
+}
+
 }  // namespace ferry::binding

@@ -46,5 +46,10 @@ enum class Verdict {
   refused  // other bytes, or TCP ended: the connection stays on TCP (Link::forged)
 };
 Verdict look(int fd, Link& link) noexcept;
+// Server whose program closed the socket before the proof came: takes a proof of
+// `nonce` from the head of fd's bytes (ferry's duplicate of the socket), so the kernel
+// does not answer it with a reset. proven once taken; refused if other bytes are
+// there, or TCP ended (the close is the kernel's own then); wait while none are.
+Verdict take_left(int fd, const wire::Nonce& nonce) noexcept;
 
 }  // namespace ferry::binding

@@ -220,6 +220,11 @@ void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
   if (v == binding::Verdict::refused) down::want(*link, down::Why::forged);
 }
 
+void end_through_dup(Link& link) noexcept {
+  std::lock_guard<Lock> lock(link.down_mu);
+  if (link.down_state && link.down_state->fd.load() >= 0) real.shutdown(link.down_state->fd.load(), SHUT_WR);
+}
+
 void abort_if_unread(int fd, Socket& s) noexcept {
   Link& link = *s.link;
   if (link.inherited || link.down.load() || s.transport() != Transport::rdma || !link.established()) return;
@@ -235,10 +240,10 @@ void abort_if_unread(int fd, Socket& s) noexcept {
 
 void end(int fd, Socket& s, Link& link, bool abortive) noexcept {
   const Cut cut = cut_over(fd, s, link);
-  if (cut == Cut::later && !link.fin_sent && fd >= 0 && !abortive) {
+  if (cut == Cut::later && !link.fin_sent && !abortive) {
     // Not cut over (yet): TCP carries the end of the stream, as every byte before it.
     link.fin_sent = true;
-    real.shutdown(fd, SHUT_WR);
+    fd >= 0 ? static_cast<void>(real.shutdown(fd, SHUT_WR)) : end_through_dup(link);
     return;
   }
   std::lock_guard<Lock> lock(link.channel->mu());

@@ -40,6 +40,10 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries = 0) 
 // no kernel send running.
 // fd: the program's socket, or -1 once it closed it.
 void end(int fd, Socket& s, Link& link, bool abortive) noexcept;
+// The program closed its socket before its send side cut over: the end of its stream
+// goes on TCP through ferry's duplicate of the socket, if it keeps one
+// (upgrade::closing); without one, the kernel's close sent it. Needs s.tx_mu held.
+void end_through_dup(Link& link) noexcept;
 // On the poller, when the server's TCP side has news: takes the client's proof if it
 // waits there (core/conn/binding.h), so that a server program that is not reading binds too.
 void look_for_proof(const std::shared_ptr<Link>& link) noexcept;

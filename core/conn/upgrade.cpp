@@ -467,10 +467,21 @@ void closing(int fd, Socket& s, bool last) noexcept {
   if (s.link->fd == fd) unwatch(*s.link);
   // Going back to TCP: the backlog must outlive the program's descriptors. So must a
   // client's bytes held for a server that has not answered its proof yet
-  // (core/conn/binding.h): they go over TCP if it never does.
-  if (!s.link->inherited && s.transport() == Transport::rdma &&
-      (s.link->down.load() || (s.link->client && s.link->established() && !s.link->channel->trusted())))
-    down::prepare(fd, *s.link);
+  // (core/conn/binding.h): they go over TCP if it never does. So must a server's socket
+  // while its client may yet prove itself: its Welcome is out (or may go out now: the
+  // poller answers once the program's first data call armed the upgrade, and a socket
+  // it holds a moment longer than this close is not gone yet) and no proof came.
+  // Closed with the proof unread, or before it arrives, the kernel would reset TCP
+  // under a client still reading the server's last bytes. The poller takes the proof
+  // from the duplicate (upgrade's retire_st).
+  Link& l = *s.link;
+  const bool rdma = s.transport() == Transport::rdma;
+  const bool unproven = l.established() && !l.channel->trusted();
+  const bool may_answer = l.phase.load() == Link::Phase::handshake && l.arm.load() == Link::go;
+  const bool proof_may_come = !l.client && !l.forged.load() && s.linger_s.load() != 0 &&
+                              (l.established() ? unproven : l.answered.load() || may_answer);
+  if (!l.inherited && !l.down.load() && proof_may_come) down::prepare(fd, l);
+  if (!l.inherited && rdma && (l.down.load() || (l.client && unproven))) down::prepare(fd, l);
   // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).
   if (last && s.link->proof_due.load() && !s.link->down.load()) {
     std::lock_guard<Lock> tx(s.tx_mu);
@@ -508,6 +519,9 @@ void release(Socket& s) noexcept {
     send_side::end(-1, s, *link, s.linger_s.load() == 0);
     std::lock_guard<Lock> lock(link->channel->mu());
     link->channel->flush_st();
+  } else if (!link->client && s.linger_s.load() != 0 && !link->fin_sent.exchange(true)) {
+    std::lock_guard<Lock> tx(s.tx_mu);
+    send_side::end_through_dup(*link);
   }
   // A connection that never had a channel leaves only the poller's table entry.
   auto retire = [link, now = Clock::now()] { retire_st(link, now); };

@@ -91,6 +91,31 @@ void await_answer_st(Conn* c) {
   });
 }
 
+// How long a server whose program closed its socket before its client's proof came
+// keeps the socket for that proof (upgrade::closing): the client writes it within
+// binding::kPatience of its cutover, which follows the server's answer within a window.
+constexpr auto kProofAfterClose = 2 * binding::kPatience;
+
+// Whether a server's proof can no longer come to a socket its program closed: taken
+// from ferry's duplicate of it, or other bytes there (the kernel's close resets TCP, as
+// it would without ferry), or TCP ended, or too long. Each look is a peek.
+bool proof_settled_st(Conn* c, Clock::time_point since) {
+  Link& l = *c->link;
+  if (l.client || !l.answered.load() || l.down.load() || l.forged.load() || Clock::now() - since > kProofAfterClose)
+    return true;
+  Channel* ch = l.channel ? l.channel.get() : c->pending.get();
+  if (!ch) return true;
+  wire::Nonce nonce;
+  {
+    std::lock_guard<Lock> lock(ch->mu());
+    if (ch->trusted() || ch->failed()) return true;
+    nonce = ch->nonce();
+  }
+  std::lock_guard<Lock> lock(l.down_mu);  // keeps the duplicate's number from moving
+  const int fd = l.down_state ? l.down_state->fd.load() : -1;
+  return fd < 0 || binding::take_left(fd, nonce) != binding::Verdict::wait;
+}
+
 // Flushes what was sent (the send queue as the peer makes room, as kernel TCP would
 // after a close), then closes the RDMA side and the TCP duplicate. `progress` is when
 // the peer last made progress.
@@ -99,6 +124,11 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   auto it = st().conns.find(link.get());
   if (it == st().conns.end()) return;
   Conn* c = it->second.get();
+  if (!proof_settled_st(c, progress)) {
+    const auto next = Clock::now() - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
+    poller::at_st(Clock::now() + next, [link, progress] { retire_st(link, progress); });
+    return;
+  }
   if (link->channel && link->down.load()) {
     // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
     if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {

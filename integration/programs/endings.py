@@ -2,7 +2,7 @@
 """Short connections ending every way a request/response program ends them, each
 while its upgrade may still be in flight.
 
-    endings.py IP PORT CONNECTIONS SEED
+    endings.py IP PORT CONNECTIONS SEED [PATTERNS]
 
 Connection i listens on PORT + i and connects to itself (one process, a thread per
 end). Its pattern, sizes and pauses come from SEED:
@@ -11,7 +11,11 @@ end). Its pattern, sizes and pauses come from SEED:
        and closes;
     c: both send and shut down at once (a thread each) while reading to the end;
     d: the client sends and closes; the server reads to the end;
-    e: the server sends and closes; the client reads to the end.
+    e: the server sends and closes; the client reads to the end;
+    f: as e, with 2 to 4 MiB: more than the kernel buffers, so the server's upgrade is
+       answered while it sends, and its close meets the client's proof (or comes
+       just before the request, which must then find the connection let go).
+PATTERNS (default abcde) are the patterns to choose from.
 Every read has a 20 s timeout, so a hang shows as a failure. Prints how many
 connections carried exactly the bytes kernel TCP carries, then each that did not;
 exits 1 unless all did.
@@ -42,12 +46,14 @@ def digest(b):
     return len(b), hashlib.sha256(b).hexdigest()
 
 
-def main(ip, port, count, seed):
+def main(ip, port, count, seed, patterns):
     rnd = random.Random(seed)
     bad = []
     for i in range(count):
-        pat = rnd.choice("abcde")
+        pat = rnd.choice(patterns)
         x = rnd.choice([1, 1000, 100000, 1 << 20, 3 << 20])
+        if pat == "f":
+            pat, x = "e", rnd.choice([2 << 20, 3 << 20, 4 << 20])
         y = rnd.choice([1, 5000, 2 << 20])
         pauses = [rnd.random() * 0.05 if rnd.random() < 0.5 else 0 for _ in range(2)]
         lst = socket.socket()
@@ -123,4 +129,5 @@ def main(ip, port, count, seed):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                  sys.argv[5] if len(sys.argv) > 5 else "abcde"))

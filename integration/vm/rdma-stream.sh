@@ -548,7 +548,8 @@ scenario_memlock() {
 # Short connections ending every way request/response programs end them (shutdown or
 # close from either side, or both at once), with their upgrades often still in flight:
 # each carries exactly kernel TCP's bytes, and nothing waits for an end that never
-# comes. Two seeds, 60 connections each, both ends in one process under ferry.
+# comes. Two seeds, 60 connections each, both ends in one process under ferry; then 40
+# servers that send more than the kernel buffers hold and close.
 scenario_endings() {
   local seed
   for seed in 4 5; do
@@ -559,6 +560,13 @@ scenario_endings() {
     say "[$scenario] seed $seed: $(head -1 "$out/$scenario.$seed.out"), $(counter "$seed" upgraded) connection ends upgraded"
     [ "$(counter "$seed" upgraded)" -gt 0 ] || fail "seed $seed: no connection reached RDMA"
   done
+  # A server that closes while its client's upgrade is being answered (pattern f): no
+  # share to judge (when the close comes decides whether any upgrades), only the bytes.
+  port=$((port + 100))
+  FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$scenario.close.log" timeout 600 "$ferry" \
+    /usr/bin/python3 "$here/../programs/endings.py" "$ip" "$port" 40 6 f > "$out/$scenario.close.out" 2>&1 ||
+    fail "closing server (status $?): $(sed -n 2p "$out/$scenario.close.out")"
+  say "[$scenario] closing server: $(head -1 "$out/$scenario.close.out")"
 }
 
 # 1,000 connections upgraded at the same time in one process (16 KiB rings): each side
