@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 #include <random>
 
 namespace ferry::wire {
@@ -88,6 +89,36 @@ TEST(Wire, ProofIsJudgedByteByByte) {
   EXPECT_EQ(decode(buf, sizeof buf, n, got), Error::ok);
   const char* app = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";  // a client's own bytes are no proof
   EXPECT_EQ(decode(app, strlen(app), n, got), Error::bad_magic);
+}
+
+// A server reading TCP before it knows its client's cutover point takes the bytes
+// before where a proof starts, or may start at the end of what arrived.
+TEST(Wire, ProofStartSplitsTheStreamFromTheProof) {
+  Nonce n;
+  for (size_t i = 0; i < kNonceSize; ++i) n[i] = static_cast<uint8_t>(0xa0 + i);
+  uint8_t proof[kProofSize];
+  encode(Proof{n, 42}, proof);
+  std::vector<uint8_t> bytes(100, 'x');
+  EXPECT_EQ(proof_start(bytes.data(), bytes.size(), n), 100u);
+  EXPECT_EQ(proof_start(bytes.data(), 0, n), 0u);
+  bytes.insert(bytes.end(), proof, proof + kProofSize);
+  EXPECT_EQ(proof_start(bytes.data(), bytes.size(), n), 100u);
+  for (size_t part = 1; part < kProofSize; ++part)  // part of it there: it may start
+    EXPECT_EQ(proof_start(bytes.data(), 100 + part, n), 100u) << part;
+  EXPECT_EQ(proof_start(bytes.data() + 100, kProofSize, n), 0u);
+  // The proof's first bytes in the stream, then a difference: the stream's.
+  std::vector<uint8_t> near(proof, proof + 10);
+  near.push_back(static_cast<uint8_t>(proof[10] ^ 1));
+  near.insert(near.end(), 50, 'y');
+  EXPECT_EQ(proof_start(near.data(), near.size(), n), near.size());
+  // Another nonce's proof is the stream's too.
+  Nonce other = n;
+  other[3] ^= 1;
+  EXPECT_EQ(proof_start(bytes.data(), bytes.size(), other), bytes.size());
+  // A lone first byte of the magic at the end may start one.
+  std::vector<uint8_t> tail(20, 'z');
+  tail.push_back(proof[0]);
+  EXPECT_EQ(proof_start(tail.data(), tail.size(), n), 20u);
 }
 
 TEST(Wire, MalformedHellosAreRejectedAndLeaveTheOutputAlone) {

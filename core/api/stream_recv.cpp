@@ -59,6 +59,16 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
   }
 }
 
+// How many of the kernel socket's first `want` bytes (4 KiB at most) come before where
+// a proof of the server's Welcome nonce starts or may start; -1 when none are there (or
+// TCP ended, or failed: the read says so).
+long bytes_before_proof(int fd, const Link& link, size_t want) {
+  uint8_t head[4096];
+  const long k = real.recv(fd, head, std::min(want, sizeof head), MSG_PEEK | MSG_DONTWAIT);
+  if (k <= 0) return -1;
+  return static_cast<long>(wire::proof_start(head, static_cast<size_t>(k), link.welcome_nonce));
+}
+
 // What one look at the receive side decided.
 struct RxStep {
   enum Next { done, again, wait, kernel, cutover_wait, down } next;
@@ -130,16 +140,22 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     }
     return {RxStep::wait};
   }
-  // A server that answered its client's request waits for the handshake to settle
-  // before it reads on: the client's proof may follow its bytes (Link::answered).
-  // Settled since the look above: look again, at the cutover point it may have brought.
-  if (!est && link.answered.load()) {
-    const Link::Phase phase = link.phase.load();
-    if (phase == Link::Phase::handshake) return {RxStep::wait};
-    if (phase == Link::Phase::established) return {RxStep::again};
-  }
   // Bytes the peer sent on TCP before it switched.
   size_t want = total - got;
+  // A server that answered its client's request does not know the client's cutover
+  // point until the handshake settles, and the client's proof may already follow its
+  // bytes (Link::answered): it reads the bytes before where the proof starts, and
+  // waits once the proof is all there is. Settled since the look above: look again,
+  // at the cutover point it may have brought.
+  if (!est && link.answered.load()) {
+    const Link::Phase phase = link.phase.load();
+    if (phase == Link::Phase::established) return {RxStep::again};
+    if (phase == Link::Phase::handshake) {
+      const long before = bytes_before_proof(fd, link, want);
+      if (before == 0) return {RxStep::wait};
+      if (before > 0) want = static_cast<size_t>(before);
+    }
+  }
   if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
   std::optional<long> peeked;
   if (est && !cut_known && !peek) {

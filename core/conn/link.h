@@ -169,6 +169,9 @@ struct Link {
   // have cut over and written its proof after its bytes on TCP, and the cutover point
   // is not known here until the handshake settles: receives read nothing meanwhile.
   std::atomic<bool> answered{false};
+  // Server: its Welcome's nonce, written before `answered` is set. Until the cutover
+  // point is known, receives take the bytes before where a proof of it starts.
+  wire::Nonce welcome_nonce{};
   // Client: when its send side cut over (0: not yet). Its patience for the server's
   // bound counts from there, whether or not the proof could go yet.
   std::atomic<int64_t> cut_us{0};

@@ -94,6 +94,7 @@ void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
     });
     return;
   }
+  link->welcome_nonce = c->pending->nonce();
   link->answered.store(true);
   rx.unlock();
   uint8_t welcome[wire::kWelcomeSize];

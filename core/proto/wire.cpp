@@ -155,6 +155,20 @@ Error decode(const void* data, size_t len, const Nonce& nonce, Proof& out) {
   return Error::ok;
 }
 
+size_t proof_start(const void* data, size_t len, const Nonce& nonce) {
+  if (!data) return 0;
+  uint8_t expect[kProofSize];
+  encode(Proof{nonce, 0}, expect);
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < len; ++i) {
+    const auto* hit = static_cast<const uint8_t*>(memchr(p + i, expect[0], len - i));
+    if (!hit) return len;
+    i = static_cast<size_t>(hit - p);
+    if (memcmp(p + i, expect, std::min(len - i, kProofKnown)) == 0) return i;
+  }
+  return len;
+}
+
 // Control: op(1) reserved(3) count(4) value(8) = 16
 void encode(const Control& c, uint8_t out[kControlSize]) {
   memset(out, 0, kControlSize);

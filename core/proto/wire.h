@@ -84,6 +84,10 @@ void encode(const Proof& p, uint8_t out[kProofSize]);
 // all kProofSize are there and match (`out` set), too_short while those present match,
 // bad_magic / bad_version / bad_nonce at the first that does not.
 Error decode(const void* data, size_t len, const Nonce& nonce, Proof& out);
+// Where in `len` bytes of a stream a proof of `nonce` starts, or may start (its known
+// bytes match up to the end of what is there); len when nowhere: every byte before the
+// result is the stream's.
+size_t proof_start(const void* data, size_t len, const Nonce& nonce);
 // Control messages travel as 16-byte SENDs, in order with the data writes.
 enum class Op : uint8_t {
   cutover = 1,  // value: bytes the sender sent on TCP before switching to RDMA
