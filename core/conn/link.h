@@ -167,7 +167,8 @@ struct Link {
   std::atomic<bool> proof_due{false};
   // Server: its Welcome is out and the handshake not yet settled. Its client may already
   // have cut over and written its proof after its bytes on TCP, and the cutover point
-  // is not known here until the handshake settles: receives read nothing meanwhile.
+  // is not known here until the handshake settles: receives read only the bytes before
+  // where a proof may start meanwhile (welcome_nonce).
   std::atomic<bool> answered{false};
   // Server: its Welcome's nonce, written before `answered` is set. Until the cutover
   // point is known, receives take the bytes before where a proof of it starts.
