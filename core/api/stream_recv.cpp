@@ -222,6 +222,20 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   return {RxStep::wait};
 }
 
+// The peer switched and closed: its cutover is on its way over RDMA (a peer that never
+// switched sends none, so the wait is bounded). A non-blocking call does not wait for
+// it, and a blocking one no longer than its SO_RCVTIMEO: both say EAGAIN, as a read
+// with nothing there yet. 1: look again; else what the receive returns.
+long await_cutover(Socket& s, Link& link, uint32_t seen, Deadline& deadline, bool nonblock) {
+  if (nonblock) return -EAGAIN;
+  const int64_t bound = now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000;
+  const int64_t mine = deadline.of(s.rcvtimeo_us.load());
+  const bool timeout = mine > 0 && mine < bound;
+  const int w = wait_for(link, seen, timeout ? mine : bound);
+  if (w == -EAGAIN) return timeout ? -EAGAIN : end_of_stream(0, "TCP ended and no cutover came");
+  return w < 0 ? w : 1;
+}
+
 RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, size_t target,
                size_t& got) {
   std::lock_guard<Lock> rx(s.rx_mu);
@@ -311,9 +325,8 @@ long receive(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size_t 
       return static_cast<long>(got);
     }
     if (step.next == RxStep::cutover_wait) {
-      int w = wait_for(link, seen, now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
-      if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
-      if (w < 0) return w;
+      const long r = await_cutover(s, link, seen, deadline, nonblock);
+      if (r <= 0) return r;
       continue;
     }
     if (nonblock) return broken(got, EAGAIN);
@@ -440,9 +453,8 @@ long splice_out(int fd, Socket& s, int pipe, size_t len, unsigned flags) noexcep
       return r;
     }
     if (step.next == RxStep::cutover_wait) {
-      int w = wait_for(link, seen, now_us() + static_cast<int64_t>(config().upgrade_timeout_ms) * 1000);
-      if (w == -EAGAIN) return end_of_stream(0, "TCP ended and no cutover came");
-      if (w < 0) return w;
+      const long r = await_cutover(s, link, seen, deadline, s.nonblocking.load());
+      if (r <= 0) return r;
       continue;
     }
     if (s.nonblocking.load()) return -EAGAIN;  // the socket's own flag decides, as the kernel's splice
