@@ -107,7 +107,7 @@ void sleep_ms() {
 }
 
 // Waits until the poller has drained every connection, 10 s passed without progress
-// (fewer connections or less left than ever before in this wait), the poller gave no
+// (fewer connections or less left than ever before in this wait) or 60 s in all, the poller gave no
 // answer for 1 s, or for 1 s only connections whose lock a program thread holds were
 // left (the thread a signal interrupted holds it for good). Async-signal-safe: the
 // poller drains (it keeps the completion queues armed); this thread asks and reads the
@@ -123,11 +123,14 @@ Unflushed flush_links() {
 }
 
 Unflushed wait_for_poller() {
-  constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000;
+  // kMostMs: a peer that keeps taking a little (a credit of 64 bytes every 5 s) must
+  // not keep an exiting process for ever.
+  constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000, kMostMs = 60000;
   Unflushed last{SIZE_MAX, 0, 0, 0};  // no answer yet
   size_t fewest = SIZE_MAX;
   uint64_t least = UINT64_MAX;
   uint64_t progress = now_ms(), unheld = progress;
+  const uint64_t start = progress;
   // The first answer may come from a look that began before this thread asked (for
   // another thread that asks too); the second began after.
   uint64_t rounds = 2;
@@ -149,7 +152,7 @@ Unflushed wait_for_poller() {
     fewest = u.links < fewest ? u.links : fewest;
     least = u.bytes + u.writes < least ? u.bytes + u.writes : least;
     if (u.held < u.links) unheld = now;
-    if (now - progress >= kPatienceMs || now - unheld >= kAnswerMs) return u;
+    if (now - progress >= kPatienceMs || now - unheld >= kAnswerMs || now - start >= kMostMs) return u;
     sleep_ms();
   }
 }
@@ -169,7 +172,7 @@ FERRY_FORK_PATH void flush_at_exit() noexcept {
     return;
   }
   FERRY_LOG(warn, "upgrade",
-            "exiting with %zu connection(s) not flushed (no progress for 10 s, or held by a thread): "
+            "exiting with %zu connection(s) not flushed (no progress for 10 s, 60 s in all, or held by a thread): "
             "%llu queued bytes and %llu writes lost",
             left.links, static_cast<unsigned long long>(left.bytes), static_cast<unsigned long long>(left.writes));
 }
