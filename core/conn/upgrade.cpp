@@ -91,11 +91,11 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   std::shared_ptr<Link> link(new Link, [](Link* l) {
     if (l->inherited) return;  // the parent's objects: see Link::inherited
     // Without a channel it owns no RDMA object (nor a place in the poller's `live`).
-    if (!l->channel || !poller::submit([l] {
-          st().live.erase(l);
-          delete l;
-        }))
-      delete l;
+    // With one, it goes when the poller frees the work, once the round's events were
+    // handled (one may name its duplicate's watch).
+    if (!l->channel) return delete l;
+    std::shared_ptr<Link> last(l, [](Link* gone) { delete gone; });
+    poller::submit([last] { st().live.erase(last.get()); });  // without a poller: deleted here
   });
   link->client = client;
   link->socket = s;
