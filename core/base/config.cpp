@@ -38,7 +38,8 @@ bool parse_level(std::string_view v, LogLevel& out) {
   return false;
 }
 
-// "262144", "256k", "1m": a byte count.
+}  // namespace
+
 bool parse_size(std::string_view v, uint64_t& out) {
   if (v.empty()) return false;
   uint64_t n = 0;
@@ -60,6 +61,8 @@ bool parse_size(std::string_view v, uint64_t& out) {
   out = n;
   return true;
 }
+
+namespace {
 
 bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t& out) {
   uint64_t n = 0;
@@ -117,6 +120,10 @@ const std::vector<Setting>& settings() {
       {{"FERRY_POLL_US", "1000", "Busy-poll this many microseconds before a blocking call sleeps."},
        [](std::string_view v, Config& c) { return parse_u32(v, 0, 1000000, c.poll_us); },
        "microseconds, 0 to 1000000"},
+      {{"FERRY_RULES", "/etc/ferry/ferry.conf",
+        "Rules file: which connections try RDMA and which stay on TCP (config/ferry.conf.example)."},
+       [](std::string_view v, Config& c) { return !v.empty() && (c.rules_file = std::string(v), true); },
+       "a file path"},
       {{"FERRY_LIBRARY", "(found)", "Launcher only: the libferry.so to preload, when not next to the ferry program."},
        [](std::string_view v, Config&) { return !v.empty(); },
        "a file path"},
@@ -124,7 +131,8 @@ const std::vector<Setting>& settings() {
   return all;
 }
 
-// Control characters (and DEL) as \xNN: a setting's name or value may hold a newline.
+}  // namespace
+
 std::string printable(std::string_view s) {
   std::string out;
   for (unsigned char ch : s) {
@@ -138,8 +146,6 @@ std::string printable(std::string_view s) {
   }
   return out;
 }
-
-}  // namespace
 
 const std::vector<SettingDoc>& setting_docs() {
   static const std::vector<SettingDoc>& docs = *[] {

@@ -21,6 +21,7 @@ struct Config {
   uint32_t upgrade_timeout_ms = 2000; // FERRY_UPGRADE_TIMEOUT_MS
   uint32_t accept_wait_ms = 30000;    // FERRY_ACCEPT_WAIT_MS: an early request waits for accept
   uint32_t poll_us = 1000;            // FERRY_POLL_US: busy-poll before sleeping
+  std::string rules_file;             // FERRY_RULES ("" = /etc/ferry/ferry.conf if it exists)
 };
 
 // One documented setting, as `ferry --help` and the README list them.
@@ -38,6 +39,12 @@ const std::vector<SettingDoc>& setting_docs();
 // says so), as the dynamic loader ignores LD_* there. Problems quote names and values
 // with control characters escaped (\xNN): they go to the log.
 Config parse_config(const char* const* env, std::vector<std::string>& problems, bool secure = false);
+
+// "262144", "256k", "1m": a byte count.
+bool parse_size(std::string_view v, uint64_t& out);
+// Control characters (and DEL) as \xNN: a setting's name or value, or a rules file's
+// line, may hold a newline, and they go to the log.
+std::string printable(std::string_view s);
 
 // FERRY_LOG_FILE with %p replaced by `pid` (and %% by %).
 std::string expand_log_path(std::string_view pattern, long pid);

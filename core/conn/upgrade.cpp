@@ -7,6 +7,7 @@
 #include "core/base/fork_spare.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
+#include "core/base/rules.h"
 #include "core/base/signals.h"
 #include "core/base/stats.h"
 #include "core/conn/binding.h"
@@ -320,6 +321,8 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
   // Loopback never leaves the host's kernel (either end, so also a client bound to an
   // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
   if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
+  const rules::Rule* rule = nullptr;
+  if (kept_by_rule(client, local, peer, rule)) return;
   // Before the poller: a server the user's processes know to run no ferry costs a new
   // process no rdma-core (core/conn/refusals.h).
   if (client && refusals::refused_lately(peer)) {
@@ -332,6 +335,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
   }
   auto conn = begin(fd, s, client, local, peer, fresh);
   if (!conn) return;
+  conn->ring_size = rule && rule->ring_size ? rule->ring_size : config().ring_size;
   if (!client) conn->key = key_of_conn(conn.get());
   conn->foreign = foreign;
   if (foreign) conn->link->arm_awaited.store(true);  // its first data call makes the claim
@@ -377,7 +381,11 @@ void server_listening(int fd, const SocketRef& s) noexcept {
   // A listener on a loopback address only ever accepts loopback connections, which stay
   // on TCP: it needs no rdma_cm listener, and the process maps no rdma-core for it (a
   // server that forks per connection would pay for those mappings in every child).
-  if (is_loopback(reinterpret_cast<const sockaddr*>(&local)) || !rdma_ready()) return;
+  if (is_loopback(reinterpret_cast<const sockaddr*>(&local))) return;
+  // Rules keep every connection it accepts on TCP: no rdma_cm listener either, so
+  // clients under ferry learn at once that nothing listens there.
+  if (!rules::listener_may_upgrade(rules::active(), rules::program_name(), rules::program_path(), local)) return;
+  if (!rdma_ready()) return;
   int reuse = 0;
   socklen_t optlen = sizeof reuse;
   const bool reuseport = real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &optlen) == 0 && reuse;

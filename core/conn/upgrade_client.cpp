@@ -105,8 +105,8 @@ void connect_when_armed_st(Conn* c) {
     }
   }
   std::string why;
-  c->pending = build_channel_st(c, std::move(c->id), config().ring_size, why);
-  if (!c->pending || !c->pending->prepare_staging(config().ring_size, why))
+  c->pending = build_channel_st(c, std::move(c->id), c->ring_size, why);
+  if (!c->pending || !c->pending->prepare_staging(c->ring_size, why))
     return fail_st(c, reason_of(why), why.c_str());
   uint8_t hello[wire::kHelloSize];
   wire::encode(wire::Hello{c->local_port, c->peer_port, c->pending->local_ring()}, hello);

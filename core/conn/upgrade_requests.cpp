@@ -7,6 +7,7 @@
 
 #include "core/base/config.h"
 #include "core/base/log.h"
+#include "core/base/rules.h"
 #include "core/base/stats.h"
 #include "core/conn/claims.h"
 #include "core/conn/endpoint.h"
@@ -148,17 +149,37 @@ std::string key_of_conn(const Conn* c) {
 }
 
 void remember_gone_st(const Conn* c) {
+  // The key made at the start, unless a request matched it since.
+  remember_gone_key_st(c->key.empty() ? key_of_conn(c) : c->key);
+}
+
+void remember_gone_key_st(std::string key) {
   const auto now = Clock::now();
   while (!st().gone_order.empty() && st().gone_order.front().second <= now) {
     auto it = st().gone.find(st().gone_order.front().first);
     if (it != st().gone.end() && it->second <= now) st().gone.erase(it);
     st().gone_order.pop_front();
   }
-  // The key made at the start, unless a request matched it since.
-  std::string key = c->key.empty() ? key_of_conn(c) : c->key;
   const auto until = now + gone_memory();
   st().gone[key] = until;
   st().gone_order.emplace_back(std::move(key), until);
+}
+
+bool kept_by_rule(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
+                  const rules::Rule*& rule) {
+  const rules::Subject who{rules::program_name(), rules::program_path(), client ? rules::Role::client : rules::Role::server};
+  rule = rules::match(rules::active(), who, local, peer);
+  if (!rule || rule->action != rules::Action::tcp) return false;
+  stats::add(stats::g.tcp_rule, 1);
+  FERRY_LOG(debug, "upgrade", "kept on TCP by rule of line %d", rule->line);
+  if (client || !poller::running()) return true;
+  const auto* p = reinterpret_cast<const sockaddr*>(&peer);
+  std::string key = conn_key(p, endpoint::port_of(p), endpoint::port_of(reinterpret_cast<const sockaddr*>(&local)));
+  poller::post([key = std::move(key)] {
+    if (std::optional<Held> h = st().held.take(key)) reject_st(std::move(h->id));  // came before the accept
+    remember_gone_key_st(key);
+  });
+  return true;
 }
 
 bool is_gone_st(const std::string& key) {

@@ -53,7 +53,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
   // Both rings are the smaller end's: ours is no larger than the client's, which sized
   // its staging area to it, and we stage (and write into) only as much of the client's
   // ring as of ours, whatever size it advertised. The Welcome's ring size tells it.
-  uint64_t ring = std::min<uint64_t>(config().ring_size, h.ring.size);
+  uint64_t ring = std::min<uint64_t>(c->ring_size, h.ring.size);
   c->pending = build_channel_st(c, std::move(id), ring, why);
   if (!c->pending) return fail_st(c, reason_of(why), why.c_str());
   // Whoever asked must prove, through the TCP connection, that it is its client before

@@ -5,6 +5,7 @@
 // core/conn/exit_flush.cpp.
 #pragma once
 
+#include "core/base/rules.h"
 #include "core/conn/claims.h"
 #include "core/conn/link.h"
 #include "core/conn/poller.h"
@@ -68,6 +69,7 @@ struct Conn : Endpoint, poller::Watcher {
   uint16_t local_port = 0, peer_port = 0;
   sockaddr_storage local{}, peer{};
   uint64_t registered = 0;
+  uint64_t ring_size = 0;  // this connection's FERRY_RING_SIZE (a rule may set its own)
   // An exit's or a signal's flush (core/conn/exit_flush.cpp), as of its epoch: the payload
   // bytes the program had handed over, and the requests posted once they were written.
   uint64_t flush_epoch = 0, flush_bytes = 0, flush_posted = 0;
@@ -158,6 +160,11 @@ void on_server_event_st(Conn* c, rdma_cm_event_type type);
 std::string key_of_conn(const Conn* c);
 // Server connections this process let go of before an upgrade (State::gone).
 void remember_gone_st(const Conn* c);
+void remember_gone_key_st(std::string key);
+// The rules file (core/base/rules.h) keeps the connection between local and peer on
+// TCP: counted (tcp_rule), and a server's client is refused at once (its request, held
+// or to come, finds the connection gone). `rule`: the rule that matched, if any.
+bool kept_by_rule(bool client, const sockaddr_storage& local, const sockaddr_storage& peer, const rules::Rule*& rule);
 bool is_gone_st(const std::string& key);
 // Another process of the tree serves `key` (core/conn/claims.h); it listens on who.port.
 bool claimed_elsewhere(const std::string& key, claims::Claim& who);

@@ -5,6 +5,7 @@
 #include "core/base/config.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
+#include "core/base/rules.h"
 #include "core/base/stats.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/handoff.h"
@@ -25,7 +26,8 @@ void start() noexcept {
   started = true;
   resolve_libc();
   std::vector<std::string> problems;
-  set_config(parse_config(environ, problems, getauxval(AT_SECURE) != 0));
+  const bool secure = getauxval(AT_SECURE) != 0;
+  set_config(parse_config(environ, problems, secure));
   const Config& c = config();
   log::open(c, getpid());
   for (const auto& p : problems) FERRY_LOG(warn, "config", "%s", p.c_str());
@@ -33,6 +35,9 @@ void start() noexcept {
     FERRY_LOG(info, "runtime", "FERRY_ENABLE=0: passthrough only");
     return;
   }
+  problems.clear();
+  rules::load(c.rules_file.c_str(), secure, problems);
+  for (const auto& p : problems) FERRY_LOG(warn, "rules", "%s", p.c_str());
   // The tables' first leaves (fds from kLow to 1,023), made here rather than at first
   // use: a forked child (a server's worker) then shares them with its parent and
   // writes one page at its first bind, instead of making a top, a mid and a leaf.

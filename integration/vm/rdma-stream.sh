@@ -121,6 +121,33 @@ scenario_ring_sizes() {
   expect_rdma $((8 << 20)) 2
 }
 
+# The rules file (FERRY_RULES): a server port a rule keeps on TCP (its connections count
+# as tcp_rule, upgrade nowhere, and arrive intact) beside one that upgrades with the ring
+# a rule gives it (its registered memory is that ring's), and a client program a rule
+# names by its path kept on TCP against a server under ferry without rules.
+scenario_rules() {
+  local rules="$out/rules.conf" kept=$((port + 1)) ring=16384
+  printf '%s\n' "# the first port stays on TCP" "tcp role=server local-port=$kept" \
+    "rdma program=python3* ring=16k" > "$rules"
+  pair "ferry FERRY_RULES=$rules" "ferry FERRY_RULES=$rules" 2 "$ip" 1000003
+  expect server tcp_rule -eq 2
+  expect server upgraded -eq 0
+  expect client upgraded -eq 0
+  STREAM_FERRY=$ferry pair "ferry FERRY_RULES=$rules" "ferry FERRY_RULES=$rules" 2 "$ip" 1000003
+  expect server upgraded -eq 2
+  expect client upgraded -eq 2
+  expect_rdma 1000003 2
+  # Each side of a connection registers its ring, a staging area as large as the
+  # peer's, and 8 KiB of slots.
+  expect server rdma_registered_most -le $((2 * (2 * ring + 8192)))
+  expect client rdma_registered_most -le $((2 * (2 * ring + 8192)))
+  printf '%s\n' "tcp program=/usr/bin/python3*" > "$rules"
+  pair ferry "ferry FERRY_RULES=$rules" 2 "$ip" 1000003
+  expect client tcp_rule -eq 2
+  expect client upgraded -eq 0
+  expect server upgraded -eq 0
+}
+
 # A BGSAVE-style child, forked again and again while both ends stream, never touches the
 # connection: the parents' connections stay on RDMA, every byte intact.
 scenario_fork_during() {
@@ -673,7 +700,7 @@ scenario_exit_flush() {
 }
 
 all=(integrity_one integrity_many ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
-  providers plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
+  providers rules plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
 done
