@@ -125,8 +125,9 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   if (it == st().conns.end()) return;
   Conn* c = it->second.get();
   if (!proof_settled_st(c, progress)) {
-    const auto next = Clock::now() - progress < kFastLooks ? std::chrono::milliseconds(1) : kSlowLook;
-    poller::at_st(Clock::now() + next, [link, progress] { retire_st(link, progress); });
+    // Nothing waits on it but the duplicate: a look every kSlowLook is enough, and a
+    // server closing hundreds of connections a second pays no more.
+    poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
     return;
   }
   if (link->channel && link->down.load()) {
