@@ -19,7 +19,9 @@ for r in $(seq "$runs"); do
     [ "$b" = plain ] || pre=("$b/ferry")
     "${pre[@]}" "$tool" server "$ip" $port > "$out/setup.server.out" 2>&1 &
     server=$!
-    sleep 1
+    # Started when it listens, as its users would start their clients (under
+    # emulation, loading rdma-core alone can take seconds).
+    for _ in $(seq 300); do ss -ltn | grep -q ":$port " && break; sleep 0.1; done
     rate=$("${pre[@]}" "$tool" client "$ip" $port "$secs" 2>&1 | awk '/connections\/s/ {print $2}')
     kill $server 2>/dev/null
     wait $server 2>/dev/null
