@@ -92,6 +92,10 @@ struct Link {
   // connection, and no watch is made after that.
   poller::Watcher* watcher = nullptr;
   bool unwatched = false;
+  // Under watch_mu: the program closed the socket (its last descriptor, or the one
+  // watched). A server's Welcome goes only before (`answered` is set under watch_mu):
+  // the close then knows whether its client's proof may still come (upgrade::closing).
+  bool closed = false;
   // Server: when the peer's first TCP bytes were seen (steady clock, ns; 0: not yet),
   // by the poller's watch or by the program's read (epoll reports no bytes the program
   // took before the poller looked): the wait for its request is limited from then on

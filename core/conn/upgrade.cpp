@@ -476,18 +476,21 @@ void closing(int fd, Socket& s, bool last) noexcept {
   // Going back to TCP: the backlog must outlive the program's descriptors. So must a
   // client's bytes held for a server that has not answered its proof yet
   // (core/conn/binding.h): they go over TCP if it never does. So must a server's socket
-  // while its client may yet prove itself: its Welcome is out (or may go out now: the
-  // poller answers once the program's first data call armed the upgrade, and a socket
-  // it holds a moment longer than this close is not gone yet) and no proof came.
+  // while its client may yet prove itself: its Welcome is out and no proof came.
   // Closed with the proof unread, or before it arrives, the kernel would reset TCP
   // under a client still reading the server's last bytes. The poller takes the proof
-  // from the duplicate (upgrade's retire_st).
+  // from the duplicate (upgrade's retire_st). A Welcome not out now never goes.
   Link& l = *s.link;
+  bool answered;
+  {
+    std::lock_guard<Lock> w(l.watch_mu);
+    if (last || l.fd == fd) l.closed = true;
+    answered = l.answered.load();
+  }
   const bool rdma = s.transport() == Transport::rdma;
   const bool unproven = l.established() && !l.channel->trusted();
-  const bool may_answer = l.phase.load() == Link::Phase::handshake && l.arm.load() == Link::go;
   const bool proof_may_come = !l.client && !l.forged.load() && s.linger_s.load() != 0 &&
-                              (l.established() ? unproven : l.answered.load() || may_answer);
+                              (l.established() ? unproven : answered);
   if (!l.inherited && !l.down.load() && proof_may_come) down::prepare(fd, l);
   if (!l.inherited && rdma && (l.down.load() || (l.client && unproven))) down::prepare(fd, l);
   // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).

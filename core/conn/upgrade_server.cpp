@@ -94,9 +94,20 @@ void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
     });
     return;
   }
-  link->welcome_nonce = c->pending->nonce();
-  link->answered.store(true);
+  bool closed;
+  {
+    std::lock_guard<Lock> w(link->watch_mu);
+    closed = link->closed;
+    if (!closed) {
+      link->welcome_nonce = c->pending->nonce();
+      link->answered.store(true);
+    }
+  }
   rx.unlock();
+  if (closed) {
+    rdma_reject(c->pending->id(), nullptr, 0);
+    return fail_st(c, stats::g.tcp_timeout, "closed before the upgrade");
+  }
   uint8_t welcome[wire::kWelcomeSize];
   wire::encode(wire::Welcome{c->pending->local_ring(), c->pending->nonce()}, welcome);
   rdma_conn_param p = rdma::conn_param(c->pending->qp_num(), welcome, sizeof welcome);
