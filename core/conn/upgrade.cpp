@@ -79,6 +79,7 @@ std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockadd
   c->peer = peer;
   c->local_port = port_of(reinterpret_cast<const sockaddr*>(&local));
   c->peer_port = port_of(reinterpret_cast<const sockaddr*>(&peer));
+  c->ring_size = config().ring_size;  // a rule may set its own (start())
   return c;
 }
 
@@ -335,7 +336,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
   }
   auto conn = begin(fd, s, client, local, peer, fresh);
   if (!conn) return;
-  conn->ring_size = rule && rule->ring_size ? rule->ring_size : config().ring_size;
+  if (rule && rule->ring_size) conn->ring_size = rule->ring_size;
   if (!client) conn->key = key_of_conn(conn.get());
   conn->foreign = foreign;
   if (foreign) conn->link->arm_awaited.store(true);  // its first data call makes the claim
