@@ -59,14 +59,14 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
   }
 }
 
-// How many of the kernel socket's first `want` bytes (4 KiB at most) come before where
-// a proof of the server's Welcome nonce starts or may start; -1 when none are there (or
-// TCP ended, or failed: the read says so).
-long bytes_before_proof(int fd, const Link& link, size_t want) {
+// A peek at the kernel socket's first `want` bytes (4 KiB at most); its result (0: TCP
+// ended; -1 with errno: nothing there, or failed) and, when it found bytes, how many
+// of them come before where a proof of the server's Welcome nonce starts or may start.
+long peek_before_proof(int fd, const Link& link, size_t want, size_t& before) {
   uint8_t head[4096];
   const long k = real.recv(fd, head, std::min(want, sizeof head), MSG_PEEK | MSG_DONTWAIT);
-  if (k <= 0) return -1;
-  return static_cast<long>(wire::proof_start(head, static_cast<size_t>(k), link.welcome_nonce));
+  if (k > 0) before = wire::proof_start(head, static_cast<size_t>(k), link.welcome_nonce);
+  return k;
 }
 
 // What one look at the receive side decided.
@@ -142,6 +142,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   }
   // Bytes the peer sent on TCP before it switched.
   size_t want = total - got;
+  std::optional<long> peeked;
   // A server that answered its client's request does not know the client's cutover
   // point until the handshake settles, and the client's proof may already follow its
   // bytes (Link::answered): it reads the bytes before where the proof starts, and
@@ -151,13 +152,16 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     const Link::Phase phase = link.phase.load();
     if (phase == Link::Phase::established) return {RxStep::again};
     if (phase == Link::Phase::handshake) {
-      const long before = bytes_before_proof(fd, link, want);
-      if (before == 0) return {RxStep::wait};
-      if (before > 0) want = static_cast<size_t>(before);
+      size_t before = 0;
+      const long k = peek_before_proof(fd, link, want, before);
+      // A peek that found nothing stands for the read: one after it could take a
+      // proof that came meanwhile.
+      if (k <= 0) peeked = k;
+      else if (before == 0) return {RxStep::wait};
+      else want = before;
     }
   }
   if (cut_known) want = std::min<uint64_t>(want, cut - link.tcp_received);
-  std::optional<long> peeked;
   if (est && !cut_known && !peek) {
     // The peer may have cut over, been confirmed and gone back to TCP since the look
     // above: its header would follow its cutover point on TCP, and the cutover message

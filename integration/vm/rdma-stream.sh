@@ -107,6 +107,18 @@ scenario_integrity_many() {
   expect_rdma 30000000 64
 }
 
+# A server that polls its sockets with non-blocking receives while its clients cut
+# over, every empty look of ferry's at a socket stretched by 20 ms (slow_peek.c): each
+# client's proof arrives between a look that found nothing and the read after it, and
+# must not be taken as the stream's bytes. Every connection upgrades, every byte intact.
+scenario_peek_race() {
+  STREAM_SPIN=1 STREAM_FERRY=$ferry pair "ferry LD_PRELOAD=$build/libslow_peek.so SLOW_PEEK_MS=20" ferry 4 "$ip" 1000003
+  expect client upgraded -eq 4
+  expect server upgraded -eq 4
+  expect server upgrades_forged -eq 0
+  expect_rdma 1000003 4
+}
+
 # Ends with different FERRY_RING_SIZE, each way round: both rings are the smaller end's
 # (protocol 8), and every byte arrives intact over RDMA.
 scenario_ring_sizes() {
@@ -699,7 +711,7 @@ scenario_exit_flush() {
   scenario=$base
 }
 
-all=(integrity_one integrity_many ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
+all=(integrity_one integrity_many peek_race ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
   providers rules plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"

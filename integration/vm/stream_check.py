@@ -28,13 +28,16 @@ Environment:
                                reads that;
   STREAM_FORK_EVERY=BYTES      each sender forks a child every BYTES bytes it sends, as
                                a Redis BGSAVE does: the child sleeps 50 ms and exits
-                               without touching any socket, while the parent goes on.
+                               without touching any socket, while the parent goes on;
+  STREAM_SPIN=1                receivers never block: each receive is MSG_DONTWAIT,
+                               and one that finds nothing sleeps 1 ms and tries again
+                               (as a program polling its sockets from a busy loop does).
 
 Every connection carries, each way at the same time: an 8-byte length, that many
 random bytes, and the sha256 of those bytes. Each side checks what it received. The
 client picks connection i's size from the SIZE list (cycling); the server answers
 with the same size. Exit status 0 only if every byte of every connection matched.
-Blocking sockets only (no select/poll/epoll).
+Blocking sockets only (no select/poll/epoll; STREAM_SPIN: MSG_DONTWAIT on them).
 """
 import fcntl
 import hashlib
@@ -106,6 +109,18 @@ def settle():
 
 FORK_EVERY = int(os.environ.get("STREAM_FORK_EVERY", "0"))
 SPLICE = os.environ.get("STREAM_SPLICE") == "1"
+SPIN = os.environ.get("STREAM_SPIN") == "1"
+
+
+def take(sock, n):
+    """sock.recv(n), or with STREAM_SPIN the same without ever blocking in it."""
+    if not SPIN:
+        return sock.recv(n)
+    while True:
+        try:
+            return sock.recv(n, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            time.sleep(0.001)
 
 
 def send_piece(sock, piece):
@@ -127,7 +142,7 @@ def send_piece(sock, piece):
 
 def recv_piece(sock, n):
     if not SPLICE:
-        return sock.recv(n)
+        return take(sock, n)
     r, w = os.pipe()
     try:
         got = os.splice(sock.fileno(), w, min(n, 1 << 16))
@@ -173,7 +188,7 @@ def send_stream(sock, size):
 def recv_exact(sock, n):
     buf = bytearray()
     while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        chunk = take(sock, min(n - len(buf), 1 << 20))
         if not chunk:
             raise EOFError(f"EOF after {len(buf)} of {n} bytes")
         buf += chunk
@@ -207,7 +222,7 @@ def converse(sock, size, errors, label):
         got = recv_stream(sock)
         sender.join()
         sock.shutdown(socket.SHUT_WR)
-        if sock.recv(1) != b"":
+        if take(sock, 1) != b"":
             raise ValueError("data after the stream")
         note_kernel_bytes(sock)
         return got
