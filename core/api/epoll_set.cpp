@@ -6,6 +6,7 @@
 #include "core/base/hazard.h"
 #include "core/base/libc.h"
 #include "core/base/stats.h"
+#include "core/conn/binding.h"
 
 #include <algorithm>
 #include <new>
@@ -55,6 +56,9 @@ struct EpollSet::Reg final : Waiter {
   std::shared_ptr<Link> link;  // attached once the socket has one
   epoll_event ev{};            // as the program asked
   bool user = false;           // events come from readiness::of()
+  // Its kernel socket holds only its client's proof while its handshake settles
+  // (binding::proof_only): its kernel registration is inert until it settles.
+  bool held = false;
   bool fresh = true;           // added or modified since the last look
   bool disabled = false;       // EPOLLONESHOT fired
   uint32_t last = 0, seen_rx = 0, seen_tx = 0;
@@ -170,6 +174,10 @@ void EpollSet::reconcile(int epfd) {
       regs_.erase(regs_.begin() + static_cast<long>(i));
       continue;
     }
+    if (r.held && (!r.link || r.link->phase.load() != Link::Phase::handshake)) {
+      r.held = false;  // settled: RDMA's readiness, or the kernel's again
+      if (!r.disabled && fd_table().get(r.fd) == s && !readiness::in_user_space(*s)) reregister(epfd, r.fd, r.ev);
+    }
     if (!r.user && s->kernel_for_good.load(std::memory_order_acquire)) {
       // Stays on kernel TCP: the kernel's registration is all there is, one of the
       // other descriptors (epoll_ctl on it no longer comes here).
@@ -212,7 +220,7 @@ long EpollSet::wait_kernel(int epfd, epoll_event* evs, int max, int64_t timeout_
   const int k = real.epoll_pwait(epfd, evs, max, to_ms(timeout_us), mask);
   if (k <= 0) return k < 0 ? -errno : 0;
   std::lock_guard<std::mutex> lock(mu_);
-  const int n = filter(evs, k);
+  const int n = filter(epfd, evs, k);
   kicked = n < k;
   return n;
 }
@@ -251,7 +259,7 @@ int EpollSet::collect(epoll_event* evs, int max) {
   return n;
 }
 
-int EpollSet::filter(epoll_event* evs, int n) {
+int EpollSet::filter(int epfd, epoll_event* evs, int n) {
   int out = 0;
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.ptr == &kicker_) {
@@ -259,10 +267,23 @@ int EpollSet::filter(epoll_event* evs, int n) {
       continue;
     }
     bool upgraded = false;
-    if (user_ > 0) {
+    if (user_ > 0 || linked_.load()) {
       for (auto& r : regs_) {
-        if (r->user && r->ev.data.u64 == evs[i].data.u64) {
+        if (r->ev.data.u64 != evs[i].data.u64) continue;
+        if (r->user) {
           upgraded = true;
+          break;
+        }
+        if (r->link && (evs[i].events & (EPOLLIN | EPOLLRDNORM)) && binding::proof_only(r->fd, *r->link)) {
+          // Its readable bytes are its client's proof: not the program's news. Its
+          // registration is inert until the handshake settles (reconcile(), woken by
+          // the link's signal), so that a level-triggered one does not come back.
+          evs[i].events &= ~static_cast<uint32_t>(EPOLLIN | EPOLLRDNORM);
+          if (evs[i].events == 0) {
+            r->held = true;
+            make_inert(epfd, r->fd, r->ev);
+            upgraded = true;
+          }
           break;
         }
       }
@@ -347,7 +368,7 @@ struct EpollSet::Steps {
   }
   long reap(int found, long k) noexcept {
     std::lock_guard<std::mutex> lock(set.mu_);
-    return found + set.filter(evs + found, static_cast<int>(k));
+    return found + set.filter(epfd, evs + found, static_cast<int>(k));
   }
 };
 

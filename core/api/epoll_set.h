@@ -68,8 +68,9 @@ class EpollSet {
   void reconcile(int epfd);
   // Appends ready user-space events; needs mu_.
   int collect(epoll_event* evs, int max);
-  // Drops kernel events that are ferry's own or belong to upgraded sockets.
-  int filter(epoll_event* evs, int n);
+  // Drops kernel events that are ferry's own or belong to upgraded sockets, and readable
+  // events that are only a client's proof (binding::proof_only). Needs mu_.
+  int filter(int epfd, epoll_event* evs, int n);
   void drive_all(bool first);
   // The kernel's answer is the whole answer, as a full look would find: no member is
   // upgraded or on its way (none has a link) and no socket of the process changed

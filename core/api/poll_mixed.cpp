@@ -5,6 +5,7 @@
 #include "core/base/config.h"
 #include "core/base/libc.h"
 #include "core/base/stats.h"
+#include "core/conn/binding.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/readiness.h"
 
@@ -37,6 +38,9 @@ struct Entry {
   nfds_t index;
   SocketRef socket;
   bool user;  // on RDMA: answered by readiness::of(); otherwise still the kernel's
+  // Its kernel socket holds only its client's proof while its handshake settles
+  // (binding::proof_only): not ready, and out of the kernel's array until it settles.
+  bool held = false;
 };
 
 // Scratch kept per thread so that a steady poll loop allocates nothing.
@@ -68,6 +72,10 @@ struct PollSteps {
   int look(bool first) noexcept {
     int ready = 0;
     for (Entry& e : sc.user) {
+      if (e.held && e.socket->link->phase.load() != Link::Phase::handshake) {
+        e.held = false;  // settled: RDMA's readiness, or the kernel's again
+        sc.kernel[e.index].fd = fds[e.index].fd;
+      }
       if (!e.user && readiness::in_user_space(*e.socket)) {
         e.user = true;
         sc.kernel[e.index].fd = -1;  // the kernel socket is idle now; its readiness would mislead
@@ -95,7 +103,8 @@ struct PollSteps {
     for (Entry& e : sc.user) {
       readiness::prepare_sleep(*e.socket->link);  // see EpollSet::prepare_sleep
       if (!e.user) {
-        moved = moved || readiness::in_user_space(*e.socket);
+        moved = moved || readiness::in_user_space(*e.socket) ||
+                (e.held && e.socket->link->phase.load() != Link::Phase::handshake);
         continue;
       }
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));
@@ -121,6 +130,17 @@ struct PollSteps {
     if (sc.kernel[n].revents) {
       w.kicker.drain();
       --k;
+    }
+    for (Entry& e : sc.user) {
+      pollfd& kp = sc.kernel[e.index];
+      if (e.user || kp.fd < 0 || !(kp.revents & (POLLIN | POLLRDNORM)) || !binding::proof_only(kp.fd, *e.socket->link))
+        continue;
+      kp.revents &= static_cast<short>(~(POLLIN | POLLRDNORM));
+      if (kp.revents != 0) continue;  // what else it reports (POLLOUT) stands
+      --k;
+      e.held = true;  // the settling wakes this call (the link's signal)
+      fds[e.index].revents = 0;
+      kp.fd = -1;
     }
     for (nfds_t i = 0; i < n; ++i)
       if (sc.kernel[i].fd >= 0) fds[i].revents = sc.kernel[i].revents;

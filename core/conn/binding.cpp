@@ -145,4 +145,11 @@ Verdict take_left(int fd, const wire::Nonce& nonce) noexcept {
   return Verdict::proven;
 }
 
+bool proof_only(int fd, const Link& link) noexcept {
+  if (link.client || !link.answered.load() || link.phase.load() != Link::Phase::handshake) return false;
+  uint8_t head[wire::kProofSize];
+  const ssize_t k = real.recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+  return k > 0 && wire::proof_start(head, static_cast<size_t>(k), link.welcome_nonce) == 0;
+}
+
 }  // namespace ferry::binding

@@ -51,5 +51,11 @@ Verdict look(int fd, Link& link) noexcept;
 // does not answer it with a reset. proven once taken; refused if other bytes are
 // there, or TCP ended (the close is the kernel's own then); wait while none are.
 Verdict take_left(int fd, const wire::Nonce& nonce) noexcept;
+// Server whose Welcome is out and whose handshake has not settled: whether what fd's
+// kernel socket holds starts with its client's proof (or as much of it as is there).
+// Then nothing of the stream is there, whatever the kernel's readiness says, until the
+// handshake settles: poll, select and epoll must not report it readable (a program
+// told so would block in its read, its peer waiting for it).
+bool proof_only(int fd, const Link& link) noexcept;
 
 }  // namespace ferry::binding

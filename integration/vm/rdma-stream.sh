@@ -119,6 +119,39 @@ scenario_peek_race() {
   expect_rdma 1000003 4
 }
 
+# A server that asks select(), poll() or epoll about its connection while its client,
+# done talking, has cut over and written its proof, and its own handshake has not
+# settled yet (its poller goes on 300 ms late after each wake: slow_poller.c): kernel
+# TCP finds nothing to read, and so must ferry (iperf3's server, told its control
+# connection was readable, blocked in its read while its client waited for it).
+scenario_proof_select() {
+  local prog="$here/../programs/proof_select.py" mode server way
+  for way in select poll epoll; do
+    for mode in plain ferry; do
+      port=$((port + 1))
+      local -a spre=() cpre=()
+      if [ "$mode" = ferry ]; then
+        spre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/$scenario.server.log" "LD_PRELOAD=$build/libslow_poller.so" "$ferry")
+        cpre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
+        rm -f "$out/$scenario".*.log
+      fi
+      timeout 60 "${spre[@]}" /usr/bin/python3 "$prog" server "$ip" $port $way > "$out/$scenario.$mode.server.out" \
+        2> "$out/$scenario.$mode.server.err" &
+      server=$!
+      for _ in $(seq 100); do grep -q listening "$out/$scenario.$mode.server.err" 2>/dev/null && break; sleep 0.1; done
+      timeout 60 "${cpre[@]}" /usr/bin/python3 "$prog" client "$ip" $port > "$out/$scenario.$mode.client.out" 2>&1 ||
+        fail "$way $mode client: $(tail -2 "$out/$scenario.$mode.client.out")"
+      wait $server || fail "$way $mode server: $(tail -2 "$out/$scenario.$mode.server.err")"
+      cat "$out/$scenario.$mode.server.out" "$out/$scenario.$mode.client.out" > "$out/$scenario.$way.$mode"
+    done
+    diff "$out/$scenario.$way.plain" "$out/$scenario.$way.ferry" > "$out/$scenario.$way.diff" ||
+      fail "$way: ferry's lines differ from kernel TCP's: $(grep '^[<>]' "$out/$scenario.$way.diff" | tr '\n' ' ')"
+    expect server upgraded -eq 1
+    expect client upgraded -eq 1
+    say "[$scenario] $(grep "$way" "$out/$scenario.$way.ferry")"
+  done
+}
+
 # Ends with different FERRY_RING_SIZE, each way round: both rings are the smaller end's
 # (protocol 8), and every byte arrives intact over RDMA.
 scenario_ring_sizes() {
@@ -711,7 +744,7 @@ scenario_exit_flush() {
   scenario=$base
 }
 
-all=(integrity_one integrity_many peek_race ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
+all=(integrity_one integrity_many peek_race proof_select ring_sizes fork_during splice server_plain client_plain device_excluded disabled no_route loopback
   providers rules plain_client_rounds plain_clients_churn plain_server_asked_once plain_server_remembered late_accept late_accept_push accept_too_late server_first listen_then_connect v4_mapped forged memlock thousand endings exit_flush failover)
 for scenario in "${@:-${all[@]}}"; do
   "scenario_$scenario"
