@@ -43,8 +43,8 @@ Verdict refuse(Link& link, bool ended) {
   } else {
     stats::add(stats::g.upgrades_forged, 1);
     FERRY_LOG(warn, "binding",
-              "an RDMA peer that does not hold this TCP connection asked to carry it (no proof at its "
-              "cutover point): the connection stays on TCP");
+              "no proof at the RDMA peer's cutover point (it does not hold this TCP connection, or its RDMA "
+              "side failed before it could prove it does): the connection stays on TCP");
   }
   std::lock_guard<Lock> lock(ch.mu());
   ch.fail_st("the peer did not prove it holds the TCP connection");

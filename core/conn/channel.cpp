@@ -152,6 +152,12 @@ bool Channel::activate(std::string& why) {
          move_qp(id_.get(), qp_.get(), IBV_QPS_RTS, why);
 }
 
+void Channel::stop_st() {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE) != 0) fail_st(std::string("ibv_modify_qp: ") + strerror(errno));
+}
+
 // Channels that saw completion events are destroyed on the poller thread only.
 Channel::~Channel() {
   poller::forget_st(this);

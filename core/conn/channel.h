@@ -81,6 +81,9 @@ class Channel : public poller::Notified {
   // Moves the QP to RTS with what rdma_cm negotiated: on the connecting side once the
   // peer's reply arrived (then rdma_establish), on the accepting side before rdma_accept.
   bool activate(std::string& why);
+  // Moves the QP to the error state: nothing lands in our ring or is acknowledged to
+  // the peer from here on, and what was is in the CQ ahead of the flushed receives.
+  void stop_st();
   wire::RingRef local_ring() const;
   // Allocates and registers the send staging area for a peer ring of up to `size`
   // bytes. Done before the connection is committed, so that nothing can fail after.

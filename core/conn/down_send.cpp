@@ -13,6 +13,32 @@
 #include <mutex>
 
 namespace ferry::down {
+namespace {
+
+// A client whose cutover was never confirmed, and that was never bound, wrote nothing
+// past its cutover point anywhere: not into the ring (its bytes wait in its send queue
+// until the server answers its proof) and not its proof into TCP (that waits for the
+// confirmation). Whether or not the server learnt the point, its queue on TCP with no
+// header is the stream: a server that knows the point finds no proof there and reads
+// TCP as it is (core/conn/binding.h). False, with nothing done, when it is not so.
+// Needs down_mu and the channel's lock.
+bool unbound_goes_on_locked(Link& link, DownState& st, Channel& ch, int fd) {
+  if (!link.client || ch.trusted() || link.handed_off.load() || fd < 0 || ch.payload_written_st() != 0) return false;
+  std::vector<uint8_t> queued;
+  if (ch.take_unacked_st(queued) != 0) return false;
+  link.proof_due.store(false);
+  link.tx_left.store(true);
+  FERRY_LOG(info, "down", "our cutover was never confirmed and nothing went past it: the stream goes on over TCP");
+  st.backlog = std::move(queued);
+  st.at = 0;
+  st.fin = link.fin_sent.load();
+  st.lazy = false;
+  st.tx = DownState::Tx::writing;
+  return true;
+}
+
+}  // namespace
+
 namespace parts {
 
 // Builds the send side's backlog once the peer has confirmed our cutover (and, for a
@@ -39,6 +65,7 @@ void build_tx_locked(Link& link, DownState& st) {
     // own resend).
     if (!ch.confirmed_st() || (link.handed_off.load() && !ch.handed_off_st())) {
       if (!ch.failed()) return;  // the completion will come
+      if (unbound_goes_on_locked(link, st, ch, fd)) return;
       // The peer may or may not know where our ring bytes begin: no stream it could
       // read is sure to be right, so the connection resets rather than guess.
       reset_locked(link, st, fd, "the RDMA side failed before the peer confirmed our messages");

@@ -3,10 +3,13 @@
 # connection from host 2 to host 1 carries 16 MiB each way (stream_check.py, sha256
 # checked on both ends), on kernel TCP and under ferry at both ends, first on a clean
 # wire (and 16 connections at once, of odd sizes), then with RoCE's packets dropped
-# mid-transfer (failover to TCP), then with netem loss and delay on both guests' eth0,
-# then with both links at MTU 1500 (RoCE MTU 1024) instead of 9000. Host 1 serves,
-# host 2 connects; they meet in $TESTBED_SHARED, where each leaves its side's figures.
-# Each host checks its own side; host 2 then prints the table of both.
+# mid-transfer (failover to TCP), then with host 2 sending no RTU (host 1's handshake
+# never settles while host 2's connection cuts over) and with host 1 sending no RC
+# acknowledgement (host 2's cutover is never confirmed), then with netem loss and delay
+# on both guests' eth0, then with both links at MTU 1500 (RoCE MTU 1024) instead of
+# 9000. Host 1 serves, host 2 connects; they meet in $TESTBED_SHARED, where each
+# leaves its side's figures. Each host checks its own side; host 2 then prints the
+# table of both.
 #   cross-host.sh BUILD_DIR [matrix]
 # With `matrix`, instead: the fault matrix, kernel TCP and ferry on each of several
 # netem wires (loss 0.1%, 1%, 5%, delay with jitter, reordering, duplication) and at
@@ -61,6 +64,14 @@ launch() {
   local -a pre=()
   [ "$mode" = plain ] || pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_UPGRADE_TIMEOUT_MS=$window"
     "FERRY_LOG_FILE=$out/$name.$role.log" "STREAM_FERRY=$build/ferry" "$build/ferry")
+  # A handshake that never settles at one end: no upgrade to wait for, the streams go
+  # at once.
+  case $mode in unsettled | unconfirmed)
+    pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_UPGRADE_TIMEOUT_MS=3000 FERRY_LOG=info
+      "FERRY_LOG_FILE=$out/$name.$role.log" "$build/ferry") ;;
+  esac
+  [ "$mode" != unsettled ] || [ "$host" != 2 ] || rtu_drop
+  [ "$mode" != unconfirmed ] || [ "$host" != 1 ] || ack_drop
   drops_before=$(drops) started=$SECONDS
   timeout 300 "${pre[@]}" $check "$@" > "$out/$name.$role.out" 2>&1 &
   side_pid=$!
@@ -98,6 +109,21 @@ roce_drop() {
       action drop
 }
 roce_pass() { tc qdisc del dev eth0 root 2>/dev/null || true; }
+# ack_drop: this guest sends no RC acknowledgement (BTH opcode 0x11): the other side's
+# messages land here, and its queue pairs fail once their retries run out.
+ack_drop() {
+  tc qdisc add dev eth0 root handle 1: prio &&
+    tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
+      match u8 0x11 0xff at 28 action drop
+}
+# rtu_drop: this guest sends no RTU, rdma_cm's last connect message (a CM MAD, class 7,
+# attribute 0x14, behind RoCE's BTH and DETH): its side of each connection is
+# established, the other side's never is.
+rtu_drop() {
+  tc qdisc add dev eth0 root handle 1: prio &&
+    tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
+      match u8 0x07 0xff at 49 match u16 0x0014 0xffff at 64 action drop
+}
 
 # cut_when_sent BYTES: in the background, drops RoCE on this side once this side's
 # stream_check has sent BYTES over RDMA (its live counters).
@@ -137,6 +163,14 @@ conclude() {
       fail "$role: kernel TCP carried ${tcp:-no} bytes, ferry counted $before"
     say "[$name] $role: $rdma bytes over RDMA, $before on TCP ($(counter bytes_resent) resent)," \
       "$(counter downgrades_failover) + $(counter downgrades_peer) downgrades"
+  elif [ "$mode" = unsettled ] || [ "$mode" = unconfirmed ]; then
+    # The connection went on over TCP at both ends, every byte intact (stream_check's
+    # status above), by the path the scenario is about (ferry's log at that end).
+    roce_pass
+    local at=1 line="the client cut over on a handshake that did not settle here"
+    [ "$mode" = unsettled ] || at=2 line="our cutover was never confirmed"
+    [ "$host" != "$at" ] || grep -q "$line" "$out/$name.$role.log" || fail "$role: never logged \"$line\""
+    rdma=$(counter bytes_rdma_sent)
   elif [ "$mode" = ferry ]; then
     upgraded=$(counter upgraded) rdma=$(counter bytes_rdma_sent) before=$(counter bytes_tcp_sent)
     [ "$upgraded" -eq "$conns" ] || fail "$role: $upgraded connections upgraded, expected $conns"
@@ -225,11 +259,11 @@ on_mtu() {
 # Where each side's bytes went: TCP is the kernel's count, RDMA ferry's. The time is
 # the client's whole run, settling included.
 table() {
-  local format='%-14s %-28s %-7s %-9s %-20s %-20s %-12s %s\n' h1 h2
+  local format='%-18s %-28s %-7s %-9s %-20s %-20s %-12s %s\n' h1 h2
   printf "\n$format" scenario wire intact upgraded "host1->2 TCP/RDMA" "host2->1 TCP/RDMA" \
     "drops h1/h2" seconds
   for name in "${names[@]}"; do
-    [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-14s (no figures)\n' "$name"; continue; }
+    [ -e "$shared/$name.server" ] && [ -e "$shared/$name.client" ] || { printf '%-18s (no figures)\n' "$name"; continue; }
     h1=$(fact server status) h2=$(fact client status)
     # shellcheck disable=SC2059 # the format is the table's
     printf "$format" "$name" "${wire_of[$name]}" "$([ "$h1$h2" = 00 ] && echo yes || echo NO)" \
@@ -351,6 +385,13 @@ else
   # Failover: RoCE's packets dropped on both guests mid-transfer, TCP untouched. The
   # queue pairs fail once their retries run out; the connection goes back to TCP.
   scenario ferry-cut cut "RoCE cut mid-way"
+  # Host 2 sends no RTU: its connection is established and cuts over, host 1's never
+  # settles (FERRY_UPGRADE_TIMEOUT_MS 3 s), and it must not read the client's proof and
+  # downgrade header as stream bytes.
+  scenario ferry-unsettled unsettled "host 2 sends no RTU"
+  # Host 1 sends no RC acknowledgement: host 2's cutover is never confirmed, its queue
+  # pair fails, and its bytes go on over TCP with nothing past the cutover point.
+  scenario ferry-unconfirmed unconfirmed "host 1 sends no RC ack"
   on_wire loss $loss
   on_mtu 1500
 fi
