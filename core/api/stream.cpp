@@ -3,6 +3,7 @@
 #include "core/api/stream.h"
 
 #include "core/base/libc.h"
+#include "core/conn/binding.h"
 #include "core/conn/channel.h"
 #include "core/conn/down.h"
 #include "core/conn/link.h"
@@ -12,6 +13,7 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace ferry::stream {
@@ -81,10 +83,26 @@ long unsent(int fd, Socket& s) noexcept {
 
 long readable(int fd, Socket& s) noexcept {
   if (s.link && s.link->down.load()) return down::readable(fd, *s.link);
-  return kernel_plus_channel(fd, s, FIONREAD, [](Channel& ch) {
-    ch.progress_st();
-    return ch.readable_st();
-  });
+  int tcp = 0;
+  if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
+  // Only the stream's bytes count (core/conn/binding.h): the kernel's up to the peer's
+  // cutover point, or before a client's proof while its place is not known yet, and
+  // the ring's once the peer is trusted. A program told of a proof would block in
+  // its read.
+  Link& link = *s.link;
+  uint64_t n = static_cast<uint64_t>(tcp);
+  if (!link.established()) return static_cast<long>(binding::before_proof(fd, link, n));
+  std::lock_guard<Lock> lock(link.channel->mu());
+  Channel& ch = *link.channel;
+  ch.progress_st();
+  if (ch.peer_cutover_known()) {
+    const uint64_t got = std::min(link.tcp_received.load(), ch.peer_cutover());
+    n = std::min(n, ch.peer_cutover() - got);
+  } else if (!link.client && !ch.trusted()) {
+    n = binding::before_proof(fd, ch.nonce(), n);
+  }
+  if (link.client || ch.trusted()) n += ch.readable_st();
+  return static_cast<long>(n);
 }
 
 }  // namespace ferry::stream

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -143,6 +144,20 @@ Verdict take_left(int fd, const wire::Nonce& nonce) noexcept {
   if (real.recv(fd, buf, sizeof buf, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof buf)) return Verdict::refused;
   FERRY_LOG(debug, "binding", "took the client's proof after the program closed the connection");
   return Verdict::proven;
+}
+
+uint64_t before_proof(int fd, const wire::Nonce& nonce, uint64_t n) noexcept {
+  if (n == 0) return 0;
+  uint8_t head[4096];
+  const ssize_t k = real.recv(fd, head, static_cast<size_t>(std::min<uint64_t>(n, sizeof head)), MSG_PEEK | MSG_DONTWAIT);
+  if (k <= 0) return 0;
+  const size_t at = wire::proof_start(head, static_cast<size_t>(k), nonce);
+  return at < static_cast<size_t>(k) ? at : n;
+}
+
+uint64_t before_proof(int fd, const Link& link, uint64_t n) noexcept {
+  if (link.client || !link.answered.load() || link.phase.load() != Link::Phase::handshake) return n;
+  return before_proof(fd, link.welcome_nonce, n);
 }
 
 bool proof_only(int fd, const Link& link) noexcept {

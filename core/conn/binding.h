@@ -57,5 +57,11 @@ Verdict take_left(int fd, const wire::Nonce& nonce) noexcept;
 // handshake settles: poll, select and epoll must not report it readable (a program
 // told so would block in its read, its peer waiting for it).
 bool proof_only(int fd, const Link& link) noexcept;
+// How many of the n bytes fd's kernel socket holds come before where a proof of
+// `nonce` starts or may start (all n when none is in the first 4 KiB).
+uint64_t before_proof(int fd, const wire::Nonce& nonce, uint64_t n) noexcept;
+// The same for a server whose Welcome is out and whose handshake has not settled; n
+// for any other connection.
+uint64_t before_proof(int fd, const Link& link, uint64_t n) noexcept;
 
 }  // namespace ferry::binding

@@ -2,18 +2,23 @@
 """A server that asks select() whether its connection is readable while its client has
 nothing to say (iperf3's control connection, the client waiting for the server).
 
-    proof_select.py server IP PORT [select|poll|epoll]
+    proof_select.py server IP PORT [select|poll|epoll|fionread]
     proof_select.py client IP PORT
 
 The client sends "hello", reads "hi", then waits for "go" before it sends "bye". The
 server, between "hi" and "go", asks select() (or poll(), or a level-triggered epoll
-set) about the connection with a 3 s limit and prints what it said; on kernel TCP nothing is readable, and a program told otherwise
+set, or ioctl(FIONREAD) every 10 ms) about the connection for 3 s and prints what it
+said; on kernel TCP nothing is readable, and a program told otherwise
 would block in its read. Each side prints what it received; compare the lines of a run
 on kernel TCP with those of a run under ferry.
 """
+import array
+import fcntl
 import select
 import socket
 import sys
+import termios
+import time
 
 
 def recv_exact(c, n):
@@ -33,6 +38,15 @@ def readable(c, way):
         p = select.poll()
         p.register(c, select.POLLIN)
         return bool(p.poll(3000))
+    if way == "fionread":
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            n = array.array("i", [0])
+            fcntl.ioctl(c.fileno(), termios.FIONREAD, n)
+            if n[0] > 0:
+                return True
+            time.sleep(0.01)
+        return False
     e = select.epoll()
     e.register(c, select.EPOLLIN)
     try:

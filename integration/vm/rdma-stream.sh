@@ -119,14 +119,14 @@ scenario_peek_race() {
   expect_rdma 1000003 4
 }
 
-# A server that asks select(), poll() or epoll about its connection while its client,
-# done talking, has cut over and written its proof, and its own handshake has not
-# settled yet (its poller goes on 300 ms late after each wake: slow_poller.c): kernel
-# TCP finds nothing to read, and so must ferry (iperf3's server, told its control
-# connection was readable, blocked in its read while its client waited for it).
+# A server that asks select(), poll(), epoll or FIONREAD about its connection while its
+# client, done talking, has cut over and written its proof, and its own handshake has
+# not settled yet (its poller goes on 300 ms late after each wake: slow_poller.c):
+# kernel TCP finds nothing to read, and so must ferry (iperf3's server, told its
+# control connection was readable, blocked in its read while its client waited).
 scenario_proof_select() {
   local prog="$here/../programs/proof_select.py" mode server way
-  for way in select poll epoll; do
+  for way in select poll epoll fionread; do
     for mode in plain ferry; do
       port=$((port + 1))
       local -a spre=() cpre=()
