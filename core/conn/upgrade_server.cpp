@@ -158,6 +158,32 @@ void on_request_st(rdma_cm_id* raw, const Listener* l, const void* data, uint8_t
   hold_st(std::move(id), h, std::move(key));
 }
 
+// A server gives up on a handshake after its Welcome went (its own ESTABLISHED never
+// came: the client's last handshake message was lost, or the client vanished). Its
+// client's may have come, and then the client has cut over: its proof follows its bytes
+// on TCP, and a downgrade's header follows the proof. Whether it did is in the queue
+// pair we built: stopped first, so that nothing more lands or is acknowledged, it holds
+// the client's cutover message if it ever acknowledged one. Then the connection counts
+// as established, with a failed channel, and goes back to TCP by the downgrade (which
+// takes the proof and the header where they are); else TCP never carried either.
+bool settled_at_client_st(Conn* c) {
+  FERRY_POLLER_ONLY();
+  if (c->link->client || !c->committed || !c->pending || c->closed || c->link->socket.expired()) return false;
+  Channel& ch = *c->pending;
+  {
+    std::lock_guard<Lock> lock(ch.mu());
+    ch.stop_st();
+    ch.progress_st();
+    if (!ch.peer_cutover_known()) return false;
+    ch.fail_st("the client cut over on a handshake that did not settle here");
+  }
+  FERRY_LOG(info, "upgrade", "server port %u -> %u: the client cut over on a handshake that did not settle here: "
+            "back to TCP", c->local_port, c->peer_port);
+  rdma_disconnect(ch.id());
+  established_st(c);
+  return true;
+}
+
 void on_server_event_st(Conn* c, rdma_cm_event_type type) {
   FERRY_POLLER_ONLY();
   switch (type) {

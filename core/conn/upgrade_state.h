@@ -139,6 +139,10 @@ std::atomic<uint64_t>& reason_of(const std::string& why);
 std::unique_ptr<Channel> build_channel_st(Conn* c, rdma::CmId id, uint64_t ring_size, std::string& why);
 // c's handshake settled: the channel is the link's, the send side cuts over.
 void established_st(Conn* c);
+// A server giving up on a handshake after its Welcome went: true when its client cut
+// over meanwhile, and the connection then went on as established, with a failed
+// channel (upgrade_server.cpp).
+bool settled_at_client_st(Conn* c);
 
 // core/conn/upgrade_client.cpp
 void start_client_st(Conn* c);
