@@ -29,6 +29,7 @@ bool unbound_goes_on_locked(Link& link, DownState& st, Channel& ch, int fd) {
   link.proof_due.store(false);
   link.tx_left.store(true);
   FERRY_LOG(info, "down", "our cutover was never confirmed and nothing went past it: the stream goes on over TCP");
+  stats::add(stats::g.bytes_resent, queued.size());  // counted as sent over RDMA when queued
   st.backlog = std::move(queued);
   st.at = 0;
   st.fin = link.fin_sent.load();
