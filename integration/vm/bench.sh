@@ -3,7 +3,9 @@
 # (librspreload) and ferry, side by side in one boot, each figure the median of RUNS runs
 # of SECONDS each. Every run of every system is attempted; a program that fails under a
 # system is recorded with its error. Never fails on a number.
-#   bench.sh BUILD_DIR [RUNS] [SECONDS]
+#   bench.sh BUILD_DIR [RUNS] [SECONDS] [BASE_BUILD_DIR|-] [ROWS]
+# BASE_BUILD_DIR: ferry from that build too, as system "base" (a change's before).
+# ROWS: comma-separated, of verbs,pingpong,iperf,sockperf,redis,nginx,connect.
 # In the two-host test bed (integration/testbed --hosts 2) it runs on both guests, which
 # walk the same pairs in the same order: every server runs on host 1 (198.18.0.1), every
 # client on host 2, and each pair meets in $TESTBED_SHARED (see across). Host 2 records
@@ -13,6 +15,9 @@ set -uo pipefail
 build=$1
 runs=${2:-3}
 secs=${3:-5}
+base=${4:--}
+rows=,${5:-verbs,pingpong,iperf,sockperf,redis,nginx,connect},
+row() { [[ $rows == *,$1,* ]]; }
 ip=${TESTBED_IP:?run inside integration/testbed}
 hosts=${TESTBED_HOSTS:-1}
 if [ "$hosts" = 2 ]; then
@@ -43,9 +48,16 @@ prefix() {  # prefix SYSTEM: the words that run a program as SYSTEM, in $pre
     tcp) pre=() ;;
     rsocket) pre=(env "LD_PRELOAD=$rspreload") ;;
     ferry) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/logs/$tag.${host:+h$host.}%p.log" "$build/ferry") ;;
+    base) pre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/logs/$tag.${host:+h$host.}%p.log" "$base/ferry") ;;
   esac
 }
 
+server_stat() {  # server_stat: the running server's counters, when it runs under a ferry
+  case $system in
+    ferry) "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null ;;
+    base) "$base/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null ;;
+  esac
+}
 note() {  # note METRIC SYSTEM VALUE: one run's figure
   echo "$3" >> "$res/$1.$2"
 }
@@ -86,7 +98,7 @@ pair() {  # pair SYSTEM TAG SERVER... -- CLIENT...: both ends as SYSTEM; the cli
   listening
   timeout -k 5 $limit "${pre[@]}" "$@" > "$out/logs/$tag.out" 2>&1
   status=$?
-  [ "$system" = ferry ] && "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null
+  server_stat
   stop
   return $status
 }
@@ -121,7 +133,7 @@ across() {
     $ready
     signal ready
     await "done" $((limit + 60)) || echo "bench: $tag: host 2's client never finished" >&2
-    [ "$system" = ferry ] && "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null
+    server_stat
     stop
     cp "$out/logs/$tag".* "$shared/logs/" 2>/dev/null
     signal stopped
@@ -287,16 +299,20 @@ verbs() {  # raw RDMA WRITE between two processes over rdma_cm: the test bed's l
 "$build/ferry" true  # warm the page cache
 for r in $(seq "$runs"); do
   echo "bench: run $r of $runs" >&2
-  verbs
+  ! row verbs || verbs
   # Alternate the order run by run so that drift in the machine hits every system alike.
-  systems="tcp rsocket ferry"; [ $((r % 2)) -eq 0 ] && systems="ferry rsocket tcp"
-  for s in $systems; do pingpong "$s" 64; done
-  for s in $systems; do pingpong "$s" 4096; done
-  for s in $systems; do iperf "$s"; done
-  for s in $systems; do sockperf_tp "$s"; done
-  for s in $systems; do redis "$s"; done
-  for s in $systems; do nginx_rps "$s"; done
-  for s in $systems; do connect_rate "$s"; done
+  systems="tcp rsocket ferry"
+  [ "$base" = - ] || systems="tcp rsocket base ferry"
+  [ $((r % 2)) -eq 0 ] && systems=$(echo "$systems" | tr ' ' '\n' | tac | tr '\n' ' ')
+  if row pingpong; then
+    for s in $systems; do pingpong "$s" 64; done
+    for s in $systems; do pingpong "$s" 4096; done
+  fi
+  ! row iperf || for s in $systems; do iperf "$s"; done
+  ! row sockperf || for s in $systems; do sockperf_tp "$s"; done
+  ! row redis || for s in $systems; do redis "$s"; done
+  ! row nginx || for s in $systems; do nginx_rps "$s"; done
+  ! row connect || for s in $systems; do connect_rate "$s"; done
 done
 
 if [ "$hosts" = 2 ]; then

@@ -69,10 +69,13 @@ def counters(logs, prefix):
 def main():
     results, logs, runs, secs, json_out = sys.argv[1:6]
     hosts = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    # "base": ferry from another build (bench --base), a change's before.
+    systems = SYSTEMS + (["base"] if glob.glob(os.path.join(results, "*.base*")) else [])
+    others = [("verbs", 9), ("tcp", 8), ("rsocket", 8)] + ([("base", 8)] if "base" in systems else [])
     table = {}
     for metric, label, unit, lower in METRICS:
         row = {"label": label, "unit": unit, "lower_is_better": lower, "systems": {}}
-        for system in SYSTEMS:
+        for system in systems:
             values, error = read_figures(results, metric, system)
             if values or error:
                 row["systems"][system] = {"runs": values,
@@ -101,12 +104,14 @@ def main():
     else:
         print(f"\nferry benchmark: Soft-RoCE (rxe) in a TCG-emulated VM, medians of {runs} runs x {secs} s.")
     print("Absolute figures are emulated; compare within a row. * = some runs failed (see below).")
-    head = f"{'':22} {'unit':7}" + "".join(f"{s:>10}" for s in SYSTEMS) + \
-        f"{'f/verbs':>9}{'f/tcp':>8}{'f/rsock':>8}"
+    head = f"{'':22} {'unit':7}" + "".join(f"{s:>10}" for s in systems) + \
+        "".join(f"{'f/' + o[:5]:>{w}}" for o, w in others)
     print(head)
     for metric, label, unit, lower in METRICS:
-        line = f"{label:22} {unit:7}" + "".join(f"{cell(metric, s):>10}" for s in SYSTEMS)
-        for other, width in (("verbs", 9), ("tcp", 8), ("rsocket", 8)):
+        if not any(table[metric]["systems"].get(s) for s in systems):
+            continue  # a row not run (bench --only)
+        line = f"{label:22} {unit:7}" + "".join(f"{cell(metric, s):>10}" for s in systems)
+        for other, width in others:
             r = ratio(metric, other)
             line += f"{r:>{width}.2f}" if r else f"{'-':>{width}}"
             table[metric][f"ferry_over_{other}"] = r
