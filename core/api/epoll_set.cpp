@@ -382,7 +382,7 @@ long EpollSet::wait(int epfd, epoll_event* evs, int max, int64_t timeout_us, con
     if (k != 0 || !kicked || timeout_us == 0) return k;
   }
   Steps steps{*this, epfd, evs, max, mask};
-  const long n = wait_loop(steps, timeout_us, config().poll_us);
+  const long n = wait_loop(steps, timeout_us, config().poll_us, spin_budget());
   if (n > 0 && nested_.load()) {
     // Level-triggered members still ready keep the outer waiter's view of this set ready.
     std::lock_guard<std::mutex> lock(mu_);

@@ -208,7 +208,7 @@ long poll_mixed(pollfd* fds, nfds_t n, int64_t timeout_us, const sigset_t* mask)
   }
   sc.kernel.push_back({w.kicker.fd(), POLLIN, 0});
   PollSteps steps{fds, n, mask, w, sc};
-  const long result = wait_loop(steps, timeout_us, config().poll_us);
+  const long result = wait_loop(steps, timeout_us, config().poll_us, spin_budget());
   for (Entry& e : sc.user) e.socket->link->signal.remove(&w);
   sc.user.clear();
   return result;

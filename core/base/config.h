@@ -21,6 +21,7 @@ struct Config {
   uint32_t upgrade_timeout_ms = 2000; // FERRY_UPGRADE_TIMEOUT_MS
   uint32_t accept_wait_ms = 30000;    // FERRY_ACCEPT_WAIT_MS: an early request waits for accept
   uint32_t poll_us = 1000;            // FERRY_POLL_US: busy-poll before sleeping
+  bool poll_adapt = true;             // FERRY_POLL_ADAPT: spin only while it pays
   std::string rules_file;             // FERRY_RULES ("" = /etc/ferry/ferry.conf if it exists)
 };
 

@@ -1,6 +1,9 @@
 #include "core/base/wait.h"
 
+#include "core/base/config.h"
+
 #include <errno.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -14,6 +17,33 @@ int64_t now_us() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+namespace {
+// The thread's lessons, and the CPUs it may run on as of its last look at them.
+struct ThreadSpin {
+  SpinBudget budget;
+  uint32_t cpus = 0;
+  int64_t cpus_seen_us = INT64_MIN / 2;
+};
+thread_local ThreadSpin t_spin;
+
+uint32_t allowed_cpus() noexcept {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 2;  // unknown: as if there were a spare
+  return static_cast<uint32_t>(CPU_COUNT(&set));
+}
+}  // namespace
+
+SpinBudget* spin_budget() noexcept { return config().poll_adapt ? &t_spin.budget : nullptr; }
+
+int64_t spin_limit_of(SpinBudget& budget, int64_t most, Stopwatch& clock) noexcept {
+  const int64_t now = clock.now();
+  if (now - t_spin.cpus_seen_us >= 1000000) {
+    t_spin.cpus = allowed_cpus();
+    t_spin.cpus_seen_us = now;
+  }
+  return budget.limit(static_cast<uint32_t>(most), t_spin.cpus);
 }
 
 namespace {
@@ -100,7 +130,7 @@ struct SignalSteps {
 
 int wait_change(Signal& s, uint32_t seen, int64_t timeout_us, uint32_t spin_us, const Progress& p) noexcept {
   SignalSteps steps{s, seen, p, spin_us > 0};
-  const long r = wait_loop(steps, timeout_us > 0 ? timeout_us : -1, spin_us);
+  const long r = wait_loop(steps, timeout_us > 0 ? timeout_us : -1, spin_us, spin_budget());
   return r > 0 ? 0 : r == 0 ? -EAGAIN : static_cast<int>(r);
 }
 

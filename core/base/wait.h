@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/base/fork_path.h"
+#include "core/base/spin_budget.h"
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -88,6 +89,13 @@ constexpr uint32_t kClockEvery = 8;
 constexpr uint32_t kKernelEvery = 16;
 static_assert(kKernelEvery % kClockEvery == 0);
 
+// The calling thread's SpinBudget, or null when FERRY_POLL_ADAPT=0 (every wait spins
+// for the whole of FERRY_POLL_US).
+SpinBudget* spin_budget() noexcept;
+// How long this wait spins at most, of `most`, by `budget` and the CPUs the thread may
+// run on (asked of the kernel at most once a second per thread, on a wait that spins).
+int64_t spin_limit_of(SpinBudget& budget, int64_t most, Stopwatch& clock) noexcept;
+
 // The one wait loop: blocking calls on an upgraded connection (a futex on its Signal),
 // poll/select and epoll (the kernel's call beside a Kicker) all wait here. It owns the
 // policy: look; if nothing, spin for spin_us while something in user space can turn
@@ -111,20 +119,49 @@ static_assert(kKernelEvery % kClockEvery == 0);
 //   long reap(int found, long k)  after disarming: the total results of the round
 // timeout_us < 0 waits forever. Returns the results (0: the deadline passed) or
 // -errno from the kernel's call when user space found nothing.
+//
+// With a SpinBudget (the calling thread's, spin_budget()), spin_us is the most a wait
+// spins: the budget says how much of it this wait spins, and learns from how the wait
+// ended (core/base/spin_budget.h). A wait answered at its first look teaches nothing
+// and costs nothing more.
 template <class Steps>
-long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us) noexcept {
+long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us, SpinBudget* budget = nullptr) noexcept {
   Stopwatch clock;
-  int64_t elapsed = 0;  // as of the latest reading
+  int64_t elapsed = 0;       // as of the latest reading
+  int64_t spin_limit = -1;   // this wait's, decided when it first could spin
+  bool slept = false;
+  // What the wait taught the budget, once it could spin: whether its event came
+  // (else its deadline passed), and how long that took.
+  auto learn = [&](bool found) noexcept {
+    if (spin_limit < 0 || budget == nullptr) return;
+    if (found && !slept) {
+      if (spin_limit > 0) budget->found_spinning();
+      return;
+    }
+    clock.next_round();
+    const int64_t waited = clock.elapsed_us();
+    if (found) {
+      budget->after_sleep(waited, static_cast<uint32_t>(spin_us));
+    } else {
+      budget->timed_out(waited, static_cast<uint32_t>(spin_us));
+    }
+  };
   for (uint32_t round = 0;; ++round) {
     clock.next_round();
     int found = steps.look(round == 0);
     int64_t left = timeout_us;
     bool spinning = false;
     if (found == 0 && timeout_us != 0) {
-      spinning = steps.spins() && elapsed < spin_us;
-      if ((timeout_us > 0 && !spinning) || (spinning && round % kClockEvery == 0)) elapsed = clock.elapsed_us();
+      if (spin_limit < 0 && steps.spins()) spin_limit = budget ? spin_limit_of(*budget, spin_us, clock) : spin_us;
+      spinning = steps.spins() && elapsed < spin_limit;
+      if ((timeout_us > 0 && !spinning) || (spinning && round % kClockEvery == 0)) {
+        const int64_t before = elapsed;
+        elapsed = clock.elapsed_us();
+        // Between two readings of one spin, the clock should move by a few looks' worth.
+        if (spinning && budget && round > 0 && budget->lost_cpu(elapsed - before)) spin_limit = 0;
+      }
       if (timeout_us > 0) left = elapsed < timeout_us ? timeout_us - elapsed : 0;
-      spinning = spinning && elapsed < spin_us && left != 0;
+      spinning = spinning && elapsed < spin_limit && left != 0;
     }
     bool sleep = found == 0 && left != 0 && !spinning;
     if (sleep) {
@@ -141,12 +178,21 @@ long wait_loop(Steps& steps, int64_t timeout_us, int64_t spin_us) noexcept {
     long total = found;
     if (sleep || steps.look_kernel(found, clock)) {
       const long k = steps.kernel(found, sleep ? left : 0, clock);
-      if (sleep) steps.disarm();
-      if (k < 0) return found > 0 ? found : k;
+      if (sleep) {
+        steps.disarm();
+        slept = true;
+      }
+      if (k < 0) return found > 0 ? (learn(true), found) : k;
       total = steps.reap(found, k);
     }
-    if (total > 0) return total;
-    if (left == 0) return 0;
+    if (total > 0) {
+      learn(true);
+      return total;
+    }
+    if (left == 0) {
+      learn(false);
+      return 0;
+    }
   }
 }
 
