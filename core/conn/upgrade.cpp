@@ -96,8 +96,10 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
     // With one, it goes when the poller frees the work, once the round's events were
     // handled (one may name its duplicate's watch).
     if (!l->channel) return delete l;
+    // The poller's copy must be the last reference: a copy left here would be dropped
+    // after the poller may have run the work, deleting the link on this thread.
     std::shared_ptr<Link> last(l, [](Link* gone) { delete gone; });
-    poller::submit([last] { st().live.erase(last.get()); });  // without a poller: deleted here
+    poller::submit([last = std::move(last)] { st().live.erase(last.get()); });  // without a poller: deleted here
   });
   link->client = client;
   link->socket = s;
