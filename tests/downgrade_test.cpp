@@ -93,7 +93,7 @@ struct Pair {
   size_t record_at = 0, offset_in_record = 0;
   std::vector<uint64_t> slot_of;      // each record's slot size
 
-  // Writes one send of up to n bytes into the ring, as Channel::write_st plans it.
+  // Writes one send of up to n bytes into the ring, as Channel::write_locked plans it.
   uint64_t write(std::mt19937& rng, uint64_t n) {
     ring::Record r[ring::kMaxRecords];
     const int k = ring::plan(tx, n, kCap / 4, r);

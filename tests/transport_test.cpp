@@ -119,7 +119,7 @@ void stream(Channel& c, uint64_t total, uint64_t seed, uint64_t peer_seed, std::
   uint64_t sent = 0, got = 0;
   while ((sent < total || got < total) && ok) {
     std::lock_guard<Lock> lock(c.mu());
-    c.progress_st();
+    c.progress_locked();
     if (c.failed()) {
       ADD_FAILURE() << c.error();
       ok = false;
@@ -129,10 +129,10 @@ void stream(Channel& c, uint64_t total, uint64_t seed, uint64_t peer_seed, std::
       size_t n = std::min<uint64_t>(1 + rng() % out.size(), total - sent);
       for (size_t i = 0; i < n; ++i) out[i] = byte_at(sent + i, seed);
       iovec v{out.data(), n};
-      sent += c.send_st(&v, 1, n);
+      sent += c.send_locked(&v, 1, n);
     }
     iovec r{in.data(), 1 + rng() % in.size()};
-    size_t m = c.recv_st(&r, 1, false);
+    size_t m = c.recv_locked(&r, 1, false);
     for (size_t i = 0; i < m; ++i) {
       if (in[i] != byte_at(got + i, peer_seed)) {
         ADD_FAILURE() << "byte " << got + i << " differs";
@@ -170,24 +170,24 @@ TEST(Transport, ControlMessagesArriveInOrderWithData) {
   size_t sent = 0;
   {
     std::lock_guard<Lock> lock(p.client->mu());
-    ASSERT_TRUE(p.client->post_control_st(wire::Op::cutover, 42));
+    ASSERT_TRUE(p.client->post_control_locked(wire::Op::cutover, 42));
     iovec v{msg, sizeof msg};
-    ASSERT_EQ(p.client->send_st(&v, 1, sizeof msg), sizeof msg);
+    ASSERT_EQ(p.client->send_locked(&v, 1, sizeof msg), sizeof msg);
     sent = sizeof msg;
-    while (size_t k = p.client->send_st(&v, 1, sizeof msg)) sent += k;  // until the ring is full
+    while (size_t k = p.client->send_locked(&v, 1, sizeof msg)) sent += k;  // until the ring is full
     EXPECT_GT(sent, 3800u);  // a footer and the rest of a 64-byte unit per record
-    ASSERT_TRUE(p.client->post_control_st(wire::Op::fin, p.client->written_st()));
+    ASSERT_TRUE(p.client->post_control_locked(wire::Op::fin, p.client->written_locked()));
   }
   for (int i = 0; i < 100000; ++i) {
     std::lock_guard<Lock> lock(p.server->mu());
-    p.server->progress_st();
+    p.server->progress_locked();
     if (p.server->peer_fin()) break;
   }
   std::lock_guard<Lock> lock(p.server->mu());
   EXPECT_TRUE(p.server->peer_cutover_known());
   EXPECT_EQ(p.server->peer_cutover(), 42u);
   EXPECT_TRUE(p.server->peer_fin());
-  EXPECT_EQ(p.server->readable_st(), sent);
+  EXPECT_EQ(p.server->readable_locked(), sent);
   EXPECT_FALSE(p.server->failed()) << p.server->error();
 }
 

@@ -78,7 +78,7 @@ long kernel_plus_channel(int fd, Socket& s, unsigned long request, Count count) 
 
 long unsent(int fd, Socket& s) noexcept {
   if (s.link && s.link->down.load()) return down::unsent(fd, *s.link);
-  return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_st(); });
+  return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_locked(); });
 }
 
 long readable(int fd, Socket& s) noexcept {
@@ -94,14 +94,14 @@ long readable(int fd, Socket& s) noexcept {
   if (!link.established()) return static_cast<long>(binding::before_proof(fd, link, n));
   std::lock_guard<Lock> lock(link.channel->mu());
   Channel& ch = *link.channel;
-  ch.progress_st();
+  ch.progress_locked();
   if (ch.peer_cutover_known()) {
     const uint64_t got = std::min(link.tcp_received.load(), ch.peer_cutover());
     n = std::min(n, ch.peer_cutover() - got);
   } else if (!link.client && !ch.trusted()) {
     n = binding::before_proof(fd, ch.nonce(), n);
   }
-  if (link.client || ch.trusted()) n += ch.readable_st();
+  if (link.client || ch.trusted()) n += ch.readable_locked();
   return static_cast<long>(n);
 }
 

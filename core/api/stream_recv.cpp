@@ -5,6 +5,7 @@
 #include "core/api/stream_parts.h"
 
 #include "core/base/config.h"
+#include "core/base/contract.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
 #include "core/base/stats.h"
@@ -80,6 +81,7 @@ struct RxStep {
 // done once `target` bytes are in. Never sleeps.
 RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags,
                       size_t target, size_t& got) {
+  FERRY_HELD(s.rx_mu);
   const bool peek = flags & MSG_PEEK;
   if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
@@ -97,7 +99,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     // news it brings (credits, the end of the stream) can wait for the next empty look.
     // Before that, the ring's bytes (found by any look, readiness's among them) come
     // after a cutover that is still on the CQ.
-    if (!ch.peer_cutover_known() || (ch.readable_st() == 0 && !ch.scan_st())) ch.progress_st();
+    if (!ch.peer_cutover_known() || (ch.readable_locked() == 0 && !ch.scan_locked())) ch.progress_locked();
     cut_known = ch.peer_cutover_known();
     cut = ch.peer_cutover();
     // The client's proof comes next on TCP (core/conn/binding.h): nothing of the ring counts
@@ -106,9 +108,9 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     if (cut_known && link.tcp_received >= cut && !prove) {
       from_ring = true;
       Slice rest(iov, iovcnt, got, total - got, total);
-      ring_bytes = ch.recv_st(rest.v, rest.n, peek);
+      ring_bytes = ch.recv_locked(rest.v, rest.n, peek);
       fin = ch.peer_fin();
-      dead = down::leaving_st(link, ch, why);
+      dead = down::leaving_locked(link, ch, why);
     }
   }
   if (prove) {
@@ -179,7 +181,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     } else {
       want = static_cast<size_t>(p);
       std::lock_guard<Lock> lock(link.channel->mu());
-      link.channel->progress_st();
+      link.channel->progress_locked();
       if (link.channel->peer_cutover_known()) {
         want = std::min<uint64_t>(want, link.channel->peer_cutover() - link.tcp_received);
         if (want == 0) return {RxStep::again};
@@ -195,7 +197,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     // A peek shows no byte past the peer's cutover point either (its proof, a header):
     // the cutover message is on the queue by the time they are in the kernel.
     std::lock_guard<Lock> lock(link.channel->mu());
-    link.channel->progress_st();
+    link.channel->progress_locked();
     if (link.channel->peer_cutover_known()) {
       const uint64_t left = link.channel->peer_cutover() - link.tcp_received;
       if (left == 0) return {RxStep::again};
@@ -357,15 +359,15 @@ long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size
     {
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      ch.progress_st();
-      if (ch.readable_st() > static_cast<size_t>(r)) {
+      ch.progress_locked();
+      if (ch.readable_locked() > static_cast<size_t>(r)) {
         // More came since: peek again. A peek that shows no more than the last one
         // (one part of a long vector list) is what there is to show.
         if (static_cast<size_t>(r) <= shown) return r;
         shown = static_cast<size_t>(r);
         continue;
       }
-      if (ch.peer_fin() || ch.failed() || link.peer_gone.load() || ch.rx_half_full_st()) return r;
+      if (ch.peer_fin() || ch.failed() || link.peer_gone.load() || ch.rx_half_full_locked()) return r;
     }
     if (wait_for(link, seen, deadline.of(s.rcvtimeo_us.load())) < 0) return r;
   }

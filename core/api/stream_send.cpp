@@ -158,11 +158,11 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       if (total == 0) return 0;
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      if (!ch.fits_st(total - sent)) ch.progress_st();
-      dead = down::leaving_st(link, ch, why);
+      if (!ch.fits_locked(total - sent)) ch.progress_locked();
+      dead = down::leaving_locked(link, ch, why);
       read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
       Slice rest(iov, iovcnt, sent, total - sent, total);
-      k = dead ? 0 : ch.send_st(rest.v, rest.n, total - sent);
+      k = dead ? 0 : ch.send_locked(rest.v, rest.n, total - sent);
     }
     if (dead) {
       down::want(link, why);  // the stream goes on over TCP
@@ -240,16 +240,16 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       }
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      if (ch.room_st() == 0) ch.progress_st();
-      dead = down::leaving_st(link, ch, why);
-      const size_t room = dead ? 0 : ch.room_st();
+      if (ch.room_locked() == 0) ch.progress_locked();
+      dead = down::leaving_locked(link, ch, why);
+      const size_t room = dead ? 0 : ch.room_locked();
       if (room > 0) {
         // Only what the connection takes now leaves the pipe.
         const size_t n = std::min({len, static_cast<size_t>(held), room, kBounce});
         long r = api::sys(real.read(pipe, buf, n));
         if (r <= 0) return r;
         iovec v{buf, static_cast<size_t>(r)};
-        const size_t k = ch.send_st(&v, 1, static_cast<size_t>(r));
+        const size_t k = ch.send_locked(&v, 1, static_cast<size_t>(r));
         stats::add(stats::g.bytes_rdma_sent, k);
         return static_cast<long>(k);
       }

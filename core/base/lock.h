@@ -7,6 +7,9 @@
 // a forked child, where only the forking thread lives on, a lock stamped by an older
 // generation was held by a thread that is not there: it counts as free. So a child
 // inherits no held lock, and its fork handler need not find and reset them.
+//
+// Built with FERRY_CHECKS, it also knows which thread holds it (held_here), for
+// FERRY_HELD (core/base/contract.h).
 #pragma once
 
 #include "core/base/generation.h"
@@ -26,17 +29,29 @@ class Lock {
     uint32_t c = kFree;
     if (!state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))
       lock_contended(c);
+    note_holder();
   }
   bool try_lock() noexcept {
     uint32_t c = kFree;
-    if (state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))
+    if (state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed) ||
+        (stale(c) &&
+         state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))) {
+      note_holder();
       return true;
-    return stale(c) &&
-           state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed);
+    }
+    return false;
   }
   void unlock() noexcept {
+    forget_holder();
     if ((state_.exchange(kFree, std::memory_order_release) & kHow) == kWaited) wake_one();
   }
+#if FERRY_CHECKS
+  // Whether the calling thread holds it (FERRY_HELD, core/base/contract.h).
+  bool held_here() const noexcept {
+    const uint32_t s = state_.load(std::memory_order_relaxed);
+    return s != kFree && !stale(s) && holder_.load(std::memory_order_relaxed) == self();
+  }
+#endif
 
  private:
   // The low two bits say how it is held; the rest is the holder's generation.
@@ -47,6 +62,16 @@ class Lock {
   void lock_contended(uint32_t seen) noexcept;
   void wake_one() noexcept;
   std::atomic<uint32_t> state_{kFree};
+#if FERRY_CHECKS
+  // Who holds it: a thread's identity is the address of a thread-local of its own.
+  static const void* self() noexcept;
+  void note_holder() noexcept { holder_.store(self(), std::memory_order_relaxed); }
+  void forget_holder() noexcept { holder_.store(nullptr, std::memory_order_relaxed); }
+  std::atomic<const void*> holder_{nullptr};
+#else
+  void note_holder() noexcept {}
+  void forget_holder() noexcept {}
+#endif
 };
 
 }  // namespace ferry

@@ -48,7 +48,7 @@ Verdict refuse(Link& link, bool ended) {
               "side failed before it could prove it does): the connection stays on TCP");
   }
   std::lock_guard<Lock> lock(ch.mu());
-  ch.fail_st("the peer did not prove it holds the TCP connection");
+  ch.fail_locked("the peer did not prove it holds the TCP connection");
   return Verdict::refused;
 }
 
@@ -101,7 +101,7 @@ Verdict look(int fd, Link& link) noexcept {
       FERRY_LOG(error, "binding", "read %llu bytes past the peer's cutover point: the connection stays on TCP",
                 static_cast<unsigned long long>(link.tcp_received.load() - ch.peer_cutover()));
       link.forged.store(true);
-      ch.fail_st("read past the cutover point");
+      ch.fail_locked("read past the cutover point");
       return Verdict::refused;
     }
   }
@@ -121,7 +121,7 @@ Verdict look(int fd, Link& link) noexcept {
   // Peeked whole under rx_mu: the same bytes are taken now.
   if (real.recv(fd, buf, sizeof buf, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof buf)) return refuse(link, true);
   std::lock_guard<Lock> lock(ch.mu());
-  ch.proven_st(proof.secret);
+  ch.proven_locked(proof.secret);
   stats::add(stats::g.upgraded, 1);
   FERRY_LOG(debug, "binding", "the client proved it holds the TCP connection");
   return Verdict::proven;

@@ -2,6 +2,7 @@
 // and staging area, made, sized and registered; and its failure.
 #include "core/conn/channel.h"
 
+#include "core/base/contract.h"
 #include "core/base/log.h"
 #include "core/base/stats.h"
 #include "core/conn/poller.h"
@@ -133,14 +134,15 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   c->max_inline_ = attr.cap.max_inline_data;
   c->id_ = std::move(id);
   static_assert(kRecvSlots % kRepostBatch == 0);
+  std::lock_guard<Lock> lock(c->mu_);  // nobody else has it yet: for the calls' contract
   for (int i = 0; i < kRecvSlots; ++i) {
     c->repost_[c->repost_n_++] = i;
-    if (c->repost_n_ == kRepostBatch && !c->flush_reposts_st()) {
+    if (c->repost_n_ == kRepostBatch && !c->flush_reposts_locked()) {
       why = std::string("ibv_post_recv: ") + strerror(errno);
       return nullptr;
     }
   }
-  c->arm_st();
+  c->arm_locked();
   return c;
 }
 
@@ -152,15 +154,17 @@ bool Channel::activate(std::string& why) {
          move_qp(id_.get(), qp_.get(), IBV_QPS_RTS, why);
 }
 
-void Channel::stop_st() {
+void Channel::stop_locked() {
+  FERRY_HELD(mu_);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
-  if (ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE) != 0) fail_st(std::string("ibv_modify_qp: ") + strerror(errno));
+  if (ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE) != 0) fail_locked(std::string("ibv_modify_qp: ") + strerror(errno));
 }
 
-// Channels that saw completion events are destroyed on the poller thread only.
+// Channels that saw completion events are destroyed on the poller thread only; the
+// others were never among the poller's.
 Channel::~Channel() {
-  poller::forget_st(this);
+  if (known_to_poller_) poller::forget_st(this);
   g_pinned.fetch_sub(pinned_, std::memory_order_relaxed);
 }
 
@@ -223,7 +227,8 @@ uint64_t Channel::registered_bytes() const {
   return pinned_;
 }
 
-void Channel::fail_st(const std::string& why) {
+void Channel::fail_locked(const std::string& why) {
+  FERRY_HELD(mu_);
   if (!error_.empty()) return;
   error_ = why;
   FERRY_LOG(info, "channel", "connection failed: %s", why.c_str());

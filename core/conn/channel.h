@@ -2,9 +2,10 @@
 // writes into, a send staging area mirroring the peer's ring, and small buffers for
 // control messages. It moves bytes and control messages; it knows nothing of sockets.
 //
-// Threading: every *_st function needs mu() held. Whoever holds it may poll the CQ
-// (progress_st), so app threads can make progress inline and the poller thread covers
-// the rest. Waiters watch signal(), bumped whenever progress_st changed something.
+// Threading: every *_locked function needs mu() held (FERRY_HELD checks it in builds
+// with FERRY_CHECKS, core/base/contract.h). Whoever holds it may poll the CQ
+// (progress_locked), so app threads can make progress inline and the poller thread covers
+// the rest. Waiters watch signal(), bumped whenever progress_locked changed something.
 //
 // Data writes carry no completion for the receiver: it finds them by looking at its
 // ring (records, core/proto/records.h). A receiver about to sleep tells the peer so (sleep,
@@ -19,10 +20,11 @@
 // epoll_wait) does not need them. So after an event the poller renews the notification
 // only if someone sleeps on the signal (signal().wanted()) or nobody polled the CQ
 // since the previous event; otherwise the channel stays unarmed and the poller looks
-// again a tick later (recheck_st), arming it once the program stopped polling. A
-// thread about to sleep arms it itself (prepare_sleep_st).
+// again a tick later (recheck_locked), arming it once the program stopped polling. A
+// thread about to sleep arms it itself (prepare_sleep_locked).
 #pragma once
 
+#include "core/base/contract.h"
 #include "core/base/lock.h"
 #include "core/base/wait.h"
 #include "core/conn/poller.h"
@@ -83,7 +85,7 @@ class Channel : public poller::Notified {
   bool activate(std::string& why);
   // Moves the QP to the error state: nothing lands in our ring or is acknowledged to
   // the peer from here on, and what was is in the CQ ahead of the flushed receives.
-  void stop_st();
+  void stop_locked();
   wire::RingRef local_ring() const;
   // Allocates and registers the send staging area for a peer ring of up to `size`
   // bytes. Done before the connection is committed, so that nothing can fail after.
@@ -99,9 +101,10 @@ class Channel : public poller::Notified {
 
   // Binding (wire::Proof, docs/design.md "Binding"): until trusted(), nothing in our ring
   // is read, and on the client nothing is written into the peer's: its sends wait in
-  // the send queue. Without either call a channel trusts its peer (tests).
+  // the send queue. Without either call a channel trusts its peer (tests). Both are
+  // made while the handshake builds the channel, before another thread can see it.
   // The client: its Proof's secret, which the server must send back (Op::bound).
-  void await_bound_st(const wire::Nonce& nonce, uint64_t secret) {
+  void await_bound(const wire::Nonce& nonce, uint64_t secret) {
     trusted_.store(false, std::memory_order_release);
     held_ = true;
     nonce_ = nonce;
@@ -110,38 +113,39 @@ class Channel : public poller::Notified {
   // What the client writes into TCP at its cutover point.
   wire::Proof proof() const { return {nonce_, secret_}; }
   // The server: the nonce its Welcome carried, which the client's Proof must name.
-  void await_proof_st(const wire::Nonce& nonce) {
+  void await_proof(const wire::Nonce& nonce) {
     trusted_.store(false, std::memory_order_release);
     nonce_ = nonce;
   }
   const wire::Nonce& nonce() const { return nonce_; }
   // The server read the client's Proof on TCP: the channel is trusted, and the client is
   // told so (with its secret) before anything else of ours. False if it cannot go.
-  bool proven_st(uint64_t secret);
+  bool proven_locked(uint64_t secret);
   bool trusted() const { return trusted_.load(std::memory_order_acquire); }
 
   Lock& mu() { return mu_; }
   Signal& signal() { return *signal_; }
   ibv_cq* cq() const { return cq_.get(); }
   // Send requests posted and not yet completed; 0 means everything reached the peer.
-  int sq_outstanding_st() const { return sq_outstanding_; }
+  int sq_outstanding_locked() const { FERRY_HELD(mu_); return sq_outstanding_; }
   // Send requests posted since the channel began, and those of them completed.
-  uint64_t posted_st() const { return posted_; }
-  uint64_t completed_st() const { return posted_ - static_cast<uint64_t>(sq_outstanding_); }
+  uint64_t posted_locked() const { FERRY_HELD(mu_); return posted_; }
+  uint64_t completed_locked() const { FERRY_HELD(mu_); return posted_ - static_cast<uint64_t>(sq_outstanding_); }
   // Asks for a completion of everything posted so far (used before teardown).
-  bool flush_st();
+  bool flush_locked();
   // Whether requests were posted since the last signaled one: no completion will come
-  // for them until flush_st() (or a later signaled request) asks for one.
-  bool unsignaled_st() const { return unsignaled_ > 0; }
+  // for them until flush_locked() (or a later signaled request) asks for one.
+  bool unsignaled_locked() const { FERRY_HELD(mu_); return unsignaled_ > 0; }
 
   // Takes up to `max` bytes from iov: into the peer's ring while it has room and
   // nothing waits before them, the rest into the send queue up to its limit (drained
   // into the ring as the peer's credits come back). Returns how many (0 when both are
   // full, after telling the peer it is blocked). Never blocks.
-  size_t send_st(const iovec* iov, int iovcnt, size_t max);
-  // Bytes send_st takes in whole now: the ring's room for one record while nothing is
+  size_t send_locked(const iovec* iov, int iovcnt, size_t max);
+  // Bytes send_locked takes in whole now: the ring's room for one record while nothing is
   // queued, else (or if more) the send queue's room.
-  size_t room_st() const {
+  size_t room_locked() const {
+    FERRY_HELD(mu_);
     size_t room = queue_limit_ > queue_.size() ? queue_limit_ - queue_.size() : 0;
     if (queue_.empty() && !held_ && peer_known_ && tx_.space() > 4 * ring::kUnit && sq_outstanding_ + ring::kMaxRecords <= kSendDepth) {
       const uint64_t ring = std::min<uint64_t>(max_record_, tx_.space() - 4 * ring::kUnit);
@@ -150,67 +154,73 @@ class Channel : public poller::Notified {
     return room;
   }
   // How many bytes the send queue may hold beyond the peer's ring (send_queue_limit).
-  void set_queue_limit_st(uint64_t bytes) { queue_limit_ = bytes; }
+  void set_queue_limit_locked(uint64_t bytes) { FERRY_HELD(mu_); queue_limit_ = bytes; }
   // Bytes accepted from the program that have not been written into the peer's ring.
-  size_t unsent_st() const { return queue_.size(); }
-  uint64_t peer_ring_st() const { return tx_.capacity(); }
+  size_t unsent_locked() const { FERRY_HELD(mu_); return queue_.size(); }
+  uint64_t peer_ring_locked() const { FERRY_HELD(mu_); return tx_.capacity(); }
   // No more data: the fin goes once the send queue has drained into the ring (the
   // final cursor names every byte). False if the connection failed.
-  bool finish_st();
+  bool finish_locked();
   // An abortive close (SO_LINGER {1, 0}): bytes not yet in the peer's ring are dropped
   // and no fin goes, as the kernel drops its send queue and resets; the peer learns of
   // it from its TCP socket (the reset) once the RDMA side disconnects.
-  void abort_st() {
+  void abort_locked() {
+    FERRY_HELD(mu_);
     queue_.pop(queue_.size());
     fin_pending_ = false;
   }
   // Everything accepted was written and the fin (if asked for) posted.
-  bool drained_st() const { return queue_.empty() && !fin_pending_; }
+  bool drained_locked() const { FERRY_HELD(mu_); return queue_.empty() && !fin_pending_; }
   // Copies up to the iov's size from the ring; `peek` leaves the bytes in place.
-  size_t recv_st(const iovec* iov, int iovcnt, bool peek);
-  // Whether send_st would take all n bytes as things stand, so that a writer need not
+  size_t recv_locked(const iovec* iov, int iovcnt, bool peek);
+  // Whether send_locked would take all n bytes as things stand, so that a writer need not
   // poll the CQ first (polling only frees room and brings news; the receive side and the
   // poller take care of the news). Two records at most, a footer and a unit's padding each.
-  bool fits_st(size_t n) const {
+  bool fits_locked(size_t n) const {
+    FERRY_HELD(mu_);
     if (!queue_.empty() || held_) return queue_.size() + n <= queue_limit_;
     return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
            sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
   }
-  size_t readable_st() const { return rx_left_ || !trusted() ? 0 : rx_.readable(); }
+  size_t readable_locked() const { FERRY_HELD(mu_); return rx_left_ || !trusted() ? 0 : rx_.readable(); }
   // The ring is at least half taken by what was not read: the peer may have no room to
   // send more until some is. A reader waiting for more than that (SO_RCVLOWAT, a
   // peek) is woken as a kernel's full receive queue wakes it.
-  bool rx_half_full_st() const { return 2 * rx_.cursors().readable() >= rx_.cursors().capacity(); }
+  bool rx_half_full_locked() const { FERRY_HELD(mu_); return 2 * rx_.cursors().readable() >= rx_.cursors().capacity(); }
   // Takes in the records that landed since the last look, without polling the CQ: bytes
   // only. True when some did.
-  bool scan_st();
+  bool scan_locked();
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
   // so a writer woken by it can queue a useful amount.
   // Ring and send queue count as one buffer, as the kernel's send buffer does.
-  bool writable_st() const {
+  bool writable_locked() const {
+    FERRY_HELD(mu_);
     const uint64_t queued = tx_.in_flight() + queue_.size(), room = (held_ ? 0 : tx_.capacity()) + queue_limit_;
     return peer_known_ && queued < room && (room - queued) * 2 >= queued;
   }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
   // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
-  uint32_t rx_events_st() const { return rx_events_; }
-  uint32_t tx_events_st() const { return tx_events_; }
+  uint32_t rx_events_locked() const { FERRY_HELD(mu_); return rx_events_; }
+  uint32_t tx_events_locked() const { FERRY_HELD(mu_); return tx_events_; }
   // The peer has not reported consuming everything we sent. A peer that vanished (its
   // process killed) in that state left bytes unread, and kernel TCP would have reset
   // the connection rather than end it; a reader reports its consumption before it
   // sleeps, so a peer killed while waiting for data is seen to have read everything.
-  bool peer_left_unread_st() const { return tx_.in_flight() > 0 || !queue_.empty(); }
-  uint64_t written_st() const { return tx_.written(); }
-  bool post_control_st(wire::Op op, uint64_t value) { return post_control_st(wire::Control{op, value}); }
+  bool peer_left_unread_locked() const { FERRY_HELD(mu_); return tx_.in_flight() > 0 || !queue_.empty(); }
+  uint64_t written_locked() const { FERRY_HELD(mu_); return tx_.written(); }
+  bool post_control_locked(wire::Op op, uint64_t value) {
+    FERRY_HELD(mu_);
+    return post_control_locked(wire::Control{op, value});
+  }
   // `confirm`: the message's own completion is asked for, and once it comes
-  // confirmed_st() is true (the peer has it).
-  bool post_control_st(const wire::Control& c, bool confirm = false);
-  bool confirmed_st() const { return confirmed_; }
+  // confirmed_locked() is true (the peer has it).
+  bool post_control_locked(const wire::Control& c, bool confirm = false);
+  bool confirmed_locked() const { FERRY_HELD(mu_); return confirmed_; }
   // The connection is handed to TCP (core/conn/down.h): tells the peer how many payload
   // bytes were read from the ring, and reads no more from it; the peer resends the rest
-  // over TCP. handed_off_st() once the peer has the message. False if it cannot go.
-  bool hand_off_st();
-  bool handed_off_st() const { return handoff_confirmed_; }
+  // over TCP. handed_off_locked() once the peer has the message. False if it cannot go.
+  bool hand_off_locked();
+  bool handed_off_locked() const { FERRY_HELD(mu_); return handoff_confirmed_; }
   // The peer handed the connection to TCP, having read peer_handoff_read() payload
   // bytes of ours from its ring.
   bool peer_handoff() const { return peer_handoff_; }
@@ -218,46 +228,49 @@ class Channel : public poller::Notified {
 
   // What a downgrade needs (core/conn/down.h). Payload bytes taken into the peer's ring and
   // read out of ours since the connection was upgraded:
-  uint64_t payload_written_st() const { return payload_written_; }
-  uint64_t payload_read_st() const { return payload_read_; }
+  uint64_t payload_written_locked() const { FERRY_HELD(mu_); return payload_written_; }
+  uint64_t payload_read_locked() const { FERRY_HELD(mu_); return payload_read_; }
   uint64_t ring_size() const { return rx_size_; }
   // Appends to `out` the payload of every record the peer has not credited (read back
   // from the staging area), then the send queue, which is emptied; no more bytes go
   // into the ring after this. Returns how many of them were the ring's, or -1 when
   // the staging area does not hold whole records there.
-  int64_t take_unacked_st(std::vector<uint8_t>& out);
+  int64_t take_unacked_locked(std::vector<uint8_t>& out);
   // The same without keeping anything: nobody will read it (the peer is gone, or the
   // connection resets).
-  void leave_st();
+  void leave_locked();
 
   // Polls the CQ and applies what arrived. True when something changed.
-  bool progress_st();
+  bool progress_locked();
   // A spinning waiter's look: the ring every time, the CQ one look in kCqEvery (what it
   // brings, credits, control messages and send completions, can wait a few looks; ring
   // bytes are what waiters mostly wait for) and every look until the peer's cutover is
   // known (ring bytes come after it). True when something changed.
-  bool look_st();
+  bool look_locked();
   // Called by a thread about to sleep on signal(): arms completion notification and
   // looks once more, so that nothing that lands from here on goes unnoticed.
-  void prepare_sleep_st();
+  void prepare_sleep_locked();
   // The poller's handling of a completion event. True when the channel was left
-  // unarmed because the program is polling it: recheck_st() it a tick later.
-  bool on_notified_st();
+  // unarmed because the program is polling it: recheck_locked() it a tick later.
+  bool on_notified_locked();
   // poller::Notified: the two above, under the channel's lock.
   bool on_notified_now_st() noexcept override {
+    FERRY_POLLER_ONLY();
+    known_to_poller_ = true;
     std::lock_guard<Lock> lock(mu_);
-    return on_notified_st();
+    return on_notified_locked();
   }
   bool on_recheck_st() noexcept override {
+    FERRY_POLLER_ONLY();
     std::lock_guard<Lock> lock(mu_);
-    return recheck_st();
+    return recheck_locked();
   }
   // The poller's later look at an unarmed channel: arms it if nobody polled it since
   // the last look. True while it should be looked at again.
-  bool recheck_st();
+  bool recheck_locked();
   // The poller's periodic tick (flow::Prober): an empty write to a peer that returned
   // no credit for a whole tick while bytes wait for room.
-  void probe_st();
+  void probe_locked();
 
   // What the peer told us (valid under mu).
   bool peer_cutover_known() const { return peer_cutover_known_; }
@@ -265,25 +278,25 @@ class Channel : public poller::Notified {
   bool peer_fin() const { return peer_fin_ && trusted(); }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
-  void fail_st(const std::string& why);
+  void fail_locked(const std::string& why);
 
 
  private:
   Channel() = default;
-  void repost_st(int slot);
-  bool flush_reposts_st();
-  bool post_records_st(const ring::Record* r, int n);
+  void repost_locked(int slot);
+  bool flush_reposts_locked();
+  bool post_records_locked(const ring::Record* r, int n);
   // A control message; a non-zero `tag` asks for its completion, which sets that tag's flag.
-  bool post_tagged_st(const wire::Control& c, uint64_t tag);
-  size_t write_st(const iovec* iov, int iovcnt, size_t max);
-  void drain_st();
-  bool reserve_sq_st(int wrs);
-  uint32_t signal_flag_st(int wrs);
-  void handle_control_st(const wire::Control& c);
-  bool land_st();
-  void arm_st();
-  void arm_and_poll_st();
-  void give_credit_st();
+  bool post_tagged_locked(const wire::Control& c, uint64_t tag);
+  size_t write_locked(const iovec* iov, int iovcnt, size_t max);
+  void drain_locked();
+  bool reserve_sq_locked(int wrs);
+  uint32_t signal_flag_locked(int wrs);
+  void handle_control_locked(const wire::Control& c);
+  bool land_locked();
+  void arm_locked();
+  void arm_and_poll_locked();
+  void give_credit_locked();
 
   Lock mu_;
   Signal own_signal_;
@@ -308,7 +321,7 @@ class Channel : public poller::Notified {
   uint64_t max_record_ = 0;  // payload bytes per record: a quarter of the peer's ring
   uint32_t max_inline_ = 0;
   int sq_outstanding_ = 0;
-  uint64_t posted_ = 0;  // every request posted, for completed_st()
+  uint64_t posted_ = 0;  // every request posted, for completed_locked()
   int unsignaled_ = 0;
   int ctl_next_ = 0;
   int repost_[kRepostBatch] = {};
@@ -324,22 +337,25 @@ class Channel : public poller::Notified {
   // Bytes the ring had no room for yet, and how many it may hold.
   SendQueue queue_;
   uint64_t queue_limit_ = 0;
-  bool fin_pending_ = false;  // finish_st() waits for the queue to drain
+  bool fin_pending_ = false;  // finish_locked() waits for the queue to drain
   bool confirmed_ = false;    // a confirm message's completion came
-  bool rx_left_ = false;      // hand_off_st() ran: the ring is read no more
+  bool rx_left_ = false;      // hand_off_locked() ran: the ring is read no more
   bool handoff_confirmed_ = false;
   bool peer_handoff_ = false;
   uint64_t peer_handoff_read_ = 0;
-  bool left_ = false;         // take_unacked_st() ran: the ring takes no more
+  bool left_ = false;         // take_unacked_locked() ran: the ring takes no more
   uint64_t payload_written_ = 0, payload_read_ = 0;
-  bool writing_ = false;      // inside write_st: the ring's next records are being planned
+  bool writing_ = false;      // inside write_locked: the ring's next records are being planned
   bool armed_ = false;  // a completion will raise an event
-  uint64_t polls_ = 0;  // progress_st calls, by anyone
-  uint32_t looks_ = 0;  // look_st calls
+  // The poller handled a notification of it, so may hold it among its unarmed ones:
+  // such a channel is destroyed on the poller thread, which forgets it there. Poller only.
+  bool known_to_poller_ = false;
+  uint64_t polls_ = 0;  // progress_locked calls, by anyone
+  uint32_t looks_ = 0;  // look_locked calls
   uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};
   uint32_t rx_events_ = 0, tx_events_ = 0;
   std::string error_;
-  // Binding: see await_bound_st / await_proof_st.
+  // Binding: see await_bound / await_proof.
   std::atomic<bool> trusted_{true};
   bool held_ = false;
   uint64_t secret_ = 0;

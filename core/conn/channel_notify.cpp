@@ -2,6 +2,7 @@
 // poller does when the queue reports.
 #include "core/conn/channel.h"
 
+#include "core/base/contract.h"
 #include "core/base/log.h"
 #include "core/base/stats.h"
 #include "core/conn/channel_parts.h"
@@ -15,29 +16,32 @@
 namespace ferry {
 using namespace channel_parts;
 
-void Channel::arm_st() {
+void Channel::arm_locked() {
+  FERRY_HELD(mu_);
   if (armed_) return;
   armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
 }
 
 // Arms the CQ for the credits that drain the send queue, then polls once: a credit that
 // completed before the arming raises no event, and nobody else may be looking.
-void Channel::arm_and_poll_st() {
-  arm_st();
-  progress_st();
+void Channel::arm_and_poll_locked() {
+  FERRY_HELD(mu_);
+  arm_locked();
+  progress_locked();
 }
 
-void Channel::prepare_sleep_st() {
+void Channel::prepare_sleep_locked() {
+  FERRY_HELD(mu_);
   // A reader about to sleep reports everything it consumed, so that if its process
-  // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_st).
-  if (rx_.cursors().uncredited() && !failed()) give_credit_st();
-  arm_st();
-  progress_st();
+  // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_locked).
+  if (rx_.cursors().uncredited() && !failed()) give_credit_locked();
+  arm_locked();
+  progress_locked();
   // Writes landing from here on raise no completion unless the peer knows we sleep; it
   // compares where we looked with what it wrote, so nothing written meanwhile is missed.
   if (!failed() && peer_known_) {
     if (const uint32_t k = rx_flow_.sleep_count(rx_.records())) {
-      if (post_control_st(wire::Control{wire::Op::sleep, rx_.produced(), k})) {
+      if (post_control_locked(wire::Control{wire::Op::sleep, rx_.produced(), k})) {
         rx_flow_.slept(k);
         stats::add(stats::g.sleep_notices, 1);
       }
@@ -46,28 +50,30 @@ void Channel::prepare_sleep_st() {
 
 }
 
-bool Channel::on_notified_st() {
+bool Channel::on_notified_locked() {
+  FERRY_HELD(mu_);
   armed_ = false;
   const uint64_t before = polls_;
-  progress_st();
+  progress_locked();
   polls_seen_ = polls_;
   if (signal_->wanted() || before == polls_at_event_) {
-    prepare_sleep_st();
-  } else if (!drained_st()) {
-    arm_and_poll_st();  // the credits that drain the send queue must wake us
+    prepare_sleep_locked();
+  } else if (!drained_locked()) {
+    arm_and_poll_locked();  // the credits that drain the send queue must wake us
   }
   polls_at_event_ = polls_;
   return !armed_;
 }
 
-bool Channel::recheck_st() {
+bool Channel::recheck_locked() {
+  FERRY_HELD(mu_);
   if (armed_) return false;
-  if (!drained_st()) {
-    arm_and_poll_st();
+  if (!drained_locked()) {
+    arm_and_poll_locked();
     return !armed_;
   }
   if (polls_ == polls_seen_) {
-    prepare_sleep_st();
+    prepare_sleep_locked();
     return !armed_;
   }
   polls_seen_ = polls_;

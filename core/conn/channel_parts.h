@@ -13,12 +13,12 @@ namespace ferry::channel_parts {
 
 // On a receive request's wr_id.
 inline constexpr uint64_t kRecvTag = uint64_t{1} << 63;
-// On a send request's wr_id: its completion confirms a message (post_control_st).
+// On a send request's wr_id: its completion confirms a message (post_control_locked).
 inline constexpr uint64_t kConfirmTag = uint64_t{1} << 62;
 // On a send request's wr_id: its completion confirms the hand-off message.
 inline constexpr uint64_t kHandoffTag = uint64_t{1} << 61;
 inline constexpr uint32_t kSlot = wire::kControlSize;
-// A spinning waiter polls the CQ one look in this many (look_st).
+// A spinning waiter polls the CQ one look in this many (look_locked).
 inline constexpr uint32_t kCqEvery = 8;
 
 // A position in an iovec list, moved forward piece by piece.

@@ -2,6 +2,7 @@
 // and the completion queue's progress.
 #include "core/conn/channel.h"
 
+#include "core/base/contract.h"
 #include "core/base/log.h"
 #include "core/base/stats.h"
 #include "core/conn/channel_parts.h"
@@ -17,12 +18,14 @@ using namespace channel_parts;
 
 // Receive requests go back to the queue in batches: one call for many is far cheaper
 // than one each, and the few held back never starve the peer (see kRepostBatch).
-void Channel::repost_st(int slot) {
+void Channel::repost_locked(int slot) {
+  FERRY_HELD(mu_);
   repost_[repost_n_++] = slot;
-  if (repost_n_ == kRepostBatch && !flush_reposts_st()) fail_st("ibv_post_recv failed");
+  if (repost_n_ == kRepostBatch && !flush_reposts_locked()) fail_locked("ibv_post_recv failed");
 }
 
-bool Channel::flush_reposts_st() {
+bool Channel::flush_reposts_locked() {
+  FERRY_HELD(mu_);
   ibv_sge sge[kRepostBatch];
   ibv_recv_wr wr[kRepostBatch];
   for (int i = 0; i < repost_n_; ++i) {
@@ -39,92 +42,102 @@ bool Channel::flush_reposts_st() {
   return n == 0 || ibv_post_recv(qp_.get(), wr, &bad) == 0;
 }
 
-size_t Channel::recv_st(const iovec* iov, int iovcnt, bool peek) {
+size_t Channel::recv_locked(const iovec* iov, int iovcnt, bool peek) {
+  FERRY_HELD(mu_);
   if (rx_left_ || !trusted()) return 0;
   IovCursor to{iov, iovcnt};
   const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
   });
   if (!peek) payload_read_ += got;
-  if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_st();
+  if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_locked();
   return got;
 }
 
-bool Channel::land_st() {
+bool Channel::land_locked() {
+  FERRY_HELD(mu_);
   switch (rx_.scan()) {
     case ring::RecordRing::Scan::nothing: return false;
     case ring::RecordRing::Scan::landed: ++rx_events_; return true;
-    case ring::RecordRing::Scan::malformed: fail_st("peer wrote a malformed record or past its credits"); return true;
+    case ring::RecordRing::Scan::malformed:
+      fail_locked("peer wrote a malformed record or past its credits");
+      return true;
   }
   return false;
 }
 
-bool Channel::look_st() {
-  if (++looks_ % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_st();
-  return progress_st();
+bool Channel::look_locked() {
+  FERRY_HELD(mu_);
+  if (++looks_ % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_locked();
+  return progress_locked();
 }
 
-bool Channel::scan_st() {
+bool Channel::scan_locked() {
+  FERRY_HELD(mu_);
   ++polls_;
-  if (!land_st()) return false;
+  if (!land_locked()) return false;
   signal_->bump();
   return true;
 }
 
-bool Channel::proven_st(uint64_t secret) {
+bool Channel::proven_locked(uint64_t secret) {
+  FERRY_HELD(mu_);
   trusted_.store(true, std::memory_order_release);
   ++rx_events_;
   signal_->bump();
-  return !failed() && post_control_st(wire::Op::bound, secret);
+  return !failed() && post_control_locked(wire::Op::bound, secret);
 }
 
-void Channel::handle_control_st(const wire::Control& c) {
+void Channel::handle_control_locked(const wire::Control& c) {
+  FERRY_HELD(mu_);
   if (held_) {
     // Before the server proved it read our Proof, nothing it says about the stream
     // counts (it may not be the TCP connection's server).
     if (c.op == wire::Op::bound) {
-      if (c.value != secret_) return fail_st("peer's binding does not name our proof");
+      if (c.value != secret_) return fail_locked("peer's binding does not name our proof");
       held_ = false;
       trusted_.store(true, std::memory_order_release);
       stats::add(stats::g.upgraded, 1);
       ++rx_events_;
       ++tx_events_;
-      drain_st();
+      drain_locked();
       signal_->bump();
       return;
     }
     if (c.op == wire::Op::cutover || c.op == wire::Op::fin || c.op == wire::Op::handoff)
-      return fail_st("peer spoke of the stream before it proved it holds the TCP connection");
+      return fail_locked("peer spoke of the stream before it proved it holds the TCP connection");
   } else if (c.op == wire::Op::bound) {
-    return fail_st("unexpected binding from the peer");
+    return fail_locked("unexpected binding from the peer");
   }
   switch (c.op) {
     case wire::Op::bound: break;
     case wire::Op::credit:
-      if (!tx_.ack(c.value)) fail_st("peer returned an impossible consumer cursor");
-      if (tx_starved_ && writable_st()) {
+      if (!tx_.ack(c.value)) fail_locked("peer returned an impossible consumer cursor");
+      if (tx_starved_ && writable_locked()) {
         tx_starved_ = false;
         ++tx_events_;
       }
       break;
     case wire::Op::blocked:
       rx_flow_.on_blocked();
-      if (rx_flow_.credit_due(rx_.cursors())) give_credit_st();
+      if (rx_flow_.credit_due(rx_.cursors())) give_credit_locked();
       break;
     case wire::Op::cutover:
       peer_cutover_known_ = true;
       peer_cutover_ = c.value;
       break;
     case wire::Op::fin:
-      land_st();  // every write sent before the fin has landed by now
-      if (c.value != rx_.produced()) fail_st("peer's final cursor does not match the bytes received");
+      land_locked();  // every write sent before the fin has landed by now
+      if (c.value != rx_.produced()) fail_locked("peer's final cursor does not match the bytes received");
       peer_fin_ = true;
       ++rx_events_;
       break;
     case wire::Op::sleep:
       switch (tx_flow_.on_sleep(c.value, c.count, tx_)) {
-        case flow::Sender::SleepAnswer::malformed: fail_st("peer's sleep names a cursor we never wrote or too many writes"); break;
-        case flow::Sender::SleepAnswer::wake_now: post_control_st(wire::Op::wake, tx_.written()); break;
+        case flow::Sender::SleepAnswer::malformed:
+          fail_locked("peer's sleep names a cursor we never wrote or too many writes");
+          break;
+        case flow::Sender::SleepAnswer::wake_now: post_control_locked(wire::Op::wake, tx_.written()); break;
         case flow::Sender::SleepAnswer::waking_writes: break;
       }
       break;
@@ -132,7 +145,7 @@ void Channel::handle_control_st(const wire::Control& c) {
       rx_flow_.on_wake();
       break;
     case wire::Op::handoff:
-      if (c.value > payload_written_) fail_st("peer's hand-off names bytes we never wrote");
+      if (c.value > payload_written_) fail_locked("peer's hand-off names bytes we never wrote");
       peer_handoff_ = true;
       peer_handoff_read_ = c.value;
       ++rx_events_;
@@ -140,21 +153,22 @@ void Channel::handle_control_st(const wire::Control& c) {
   }
 }
 
-bool Channel::progress_st() {
+bool Channel::progress_locked() {
+  FERRY_HELD(mu_);
   ++polls_;
   bool changed = false;
   ibv_wc wc[16];
   for (;;) {
     int n = ibv_poll_cq(cq_.get(), 16, wc);
     if (n < 0) {
-      fail_st("ibv_poll_cq failed");
+      fail_locked("ibv_poll_cq failed");
       return true;
     }
     if (n == 0) break;
     for (int i = 0; i < n; ++i) {
       const ibv_wc& w = wc[i];
       if (w.status != IBV_WC_SUCCESS) {
-        fail_st(std::string("completion error: ") + ibv_wc_status_str(w.status));
+        fail_locked(std::string("completion error: ") + ibv_wc_status_str(w.status));
         changed = true;
         continue;
       }
@@ -166,12 +180,12 @@ bool Channel::progress_st() {
         } else {
           wire::Control c;
           if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
-            handle_control_st(c);
+            handle_control_locked(c);
           } else {
-            fail_st("malformed control message");
+            fail_locked("malformed control message");
           }
         }
-        repost_st(slot);
+        repost_locked(slot);
         changed = true;
       } else {
         if (w.wr_id & kConfirmTag) confirmed_ = true;
@@ -181,8 +195,8 @@ bool Channel::progress_st() {
       }
     }
   }
-  if (!failed() && land_st()) changed = true;
-  if (changed && !writing_ && !queue_.empty()) drain_st();
+  if (!failed() && land_locked()) changed = true;
+  if (changed && !writing_ && !queue_.empty()) drain_locked();
   if (changed) {
     stats::add(stats::g.cq_polls, 1);
     signal_->bump();
@@ -190,11 +204,12 @@ bool Channel::progress_st() {
   return changed;
 }
 
-void Channel::give_credit_st() {
+void Channel::give_credit_locked() {
+  FERRY_HELD(mu_);
   rx_flow_.credit_given();
   // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
   std::atomic_thread_fence(std::memory_order_release);
-  post_control_st(wire::Op::credit, rx_.cursors().take_credit());
+  post_control_locked(wire::Op::credit, rx_.cursors().take_credit());
 }
 
 }  // namespace ferry

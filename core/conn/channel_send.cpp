@@ -2,6 +2,7 @@
 // queue's room, and what is left to send when the connection leaves RDMA.
 #include "core/conn/channel.h"
 
+#include "core/base/contract.h"
 #include "core/base/log.h"
 #include "core/base/stats.h"
 #include "core/conn/channel_parts.h"
@@ -17,7 +18,7 @@ namespace ferry {
 using namespace channel_parts;
 namespace {
 
-// The longest a sender spins for send-queue room (reserve_sq_st).
+// The longest a sender spins for send-queue room (reserve_sq_locked).
 constexpr std::chrono::seconds kSqPatience{10};
 
 }  // namespace
@@ -25,14 +26,15 @@ constexpr std::chrono::seconds kSqPatience{10};
 // Send-queue room for `wrs` more work requests, polling completions while it is full.
 // The queue pair's own limits (ack timeout and retries, RNR retries) fail it within
 // seconds when the peer takes nothing; kSqPatience bounds the spin should they not.
-bool Channel::reserve_sq_st(int wrs) {
+bool Channel::reserve_sq_locked(int wrs) {
+  FERRY_HELD(mu_);
   if (sq_outstanding_ + wrs <= kSendDepth) return true;
   const auto until = std::chrono::steady_clock::now() + kSqPatience;
   for (uint32_t n = 0; sq_outstanding_ + wrs > kSendDepth; ++n) {
-    progress_st();
+    progress_locked();
     if (failed()) return false;
     if (n % 1024 == 1023 && std::chrono::steady_clock::now() > until) {
-      fail_st("the peer took none of our sends for " + std::to_string(kSqPatience.count()) + " s");
+      fail_locked("the peer took none of our sends for " + std::to_string(kSqPatience.count()) + " s");
       return false;
     }
   }
@@ -40,7 +42,8 @@ bool Channel::reserve_sq_st(int wrs) {
 }
 
 // One signaled request per kSignalEvery: its completion retires the whole batch.
-uint32_t Channel::signal_flag_st(int wrs) {
+uint32_t Channel::signal_flag_locked(int wrs) {
+  FERRY_HELD(mu_);
   sq_outstanding_ += wrs;
   posted_ += static_cast<uint64_t>(wrs);
   unsignaled_ += wrs;
@@ -50,8 +53,9 @@ uint32_t Channel::signal_flag_st(int wrs) {
 
 // One write per record, posted together. The last carries an immediate when the peer
 // sleeps: its completion is the peer's wake-up.
-bool Channel::post_records_st(const ring::Record* r, int n) {
-  if (!reserve_sq_st(n)) return false;
+bool Channel::post_records_locked(const ring::Record* r, int n) {
+  FERRY_HELD(mu_);
+  if (!reserve_sq_locked(n)) return false;
   ibv_sge sge[ring::kMaxRecords];
   ibv_send_wr wr[ring::kMaxRecords];
   for (int i = 0; i < n; ++i) {
@@ -71,31 +75,34 @@ bool Channel::post_records_st(const ring::Record* r, int n) {
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last.imm_data = 0;
   }
-  uint32_t flag = signal_flag_st(n);
+  uint32_t flag = signal_flag_locked(n);
   last.send_flags |= flag;
   last.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_.get(), wr, &bad) != 0) {
-    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
   return true;
 }
 
-bool Channel::post_control_st(const wire::Control& c, bool confirm) {
-  return post_tagged_st(c, confirm ? kConfirmTag : 0);
+bool Channel::post_control_locked(const wire::Control& c, bool confirm) {
+  FERRY_HELD(mu_);
+  return post_tagged_locked(c, confirm ? kConfirmTag : 0);
 }
 
-bool Channel::hand_off_st() {
+bool Channel::hand_off_locked() {
+  FERRY_HELD(mu_);
   if (rx_left_) return true;
-  if (!post_tagged_st(wire::Control{wire::Op::handoff, payload_read_}, kHandoffTag)) return false;
+  if (!post_tagged_locked(wire::Control{wire::Op::handoff, payload_read_}, kHandoffTag)) return false;
   rx_left_ = true;
   return true;
 }
 
-bool Channel::post_tagged_st(const wire::Control& c, uint64_t tag) {
-  if (failed() || !reserve_sq_st(1)) return false;
+bool Channel::post_tagged_locked(const wire::Control& c, uint64_t tag) {
+  FERRY_HELD(mu_);
+  if (failed() || !reserve_sq_locked(1)) return false;
   uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
   ctl_next_ = (ctl_next_ + 1) % kSendDepth;
   wire::encode(c, slot);
@@ -105,27 +112,28 @@ bool Channel::post_tagged_st(const wire::Control& c, uint64_t tag) {
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   if (kSlot <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
-  uint32_t flag = signal_flag_st(1);
+  uint32_t flag = signal_flag_locked(1);
   if (tag) flag = IBV_SEND_SIGNALED;
   wr.send_flags |= flag;
   wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) | tag : 0;
   if (flag) unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
-    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
   return true;
 }
 
-size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
+size_t Channel::send_locked(const iovec* iov, int iovcnt, size_t max) {
+  FERRY_HELD(mu_);
   if (!peer_known_ || failed() || left_) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
   // Bytes queued before these go first (credits found while a write was being posted
   // could not drain them then).
-  if (!queue_.empty()) drain_st();
-  const size_t direct = queue_.empty() && !held_ ? write_st(iov, iovcnt, want) : 0;
+  if (!queue_.empty()) drain_locked();
+  const size_t direct = queue_.empty() && !held_ ? write_locked(iov, iovcnt, want) : 0;
   if (failed()) return 0;
   size_t rest = want - direct;
   const size_t room = queue_.size() < queue_limit_ ? queue_limit_ - queue_.size() : 0;
@@ -141,24 +149,25 @@ size_t Channel::send_st(const iovec* iov, int iovcnt, size_t max) {
     from.take(k, [&](const uint8_t* app, size_t done, size_t piece) { memcpy(dst + done, app, piece); });
   });
   if (direct + rest < want) tx_starved_ = true;
-  // The peer returns credits at once while it knows we are blocked (write_st told it
+  // The peer returns credits at once while it knows we are blocked (write_locked told it
   // when the ring had no room at all); their completion must reach someone who drains.
   if (was_empty) {
-    if (!held_ && tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
-    arm_and_poll_st();
+    if (!held_ && tx_flow_.tell_blocked(tx_.written())) post_control_locked(wire::Op::blocked, tx_.written());
+    arm_and_poll_locked();
   }
   return direct + rest;
 }
 
 // Moves queued bytes into the ring as far as it has room, then the fin that waited.
-void Channel::drain_st() {
+void Channel::drain_locked() {
+  FERRY_HELD(mu_);
   while (!queue_.empty() && !held_ && !failed() && !left_) {
     iovec v[16];
     const int n = queue_.gather(v, 16, max_record_ * 2);
-    const size_t k = write_st(v, n, iov_total(v, n));
+    const size_t k = write_locked(v, n, iov_total(v, n));
     if (k == 0) break;
     queue_.pop(k);
-    if (tx_starved_ && writable_st()) {
+    if (tx_starved_ && writable_locked()) {
       tx_starved_ = false;
       ++tx_events_;
     }
@@ -166,27 +175,29 @@ void Channel::drain_st() {
   }
   if (queue_.empty() && fin_pending_ && !held_ && !failed() && !left_) {
     fin_pending_ = false;
-    post_control_st(wire::Op::fin, tx_.written());
+    post_control_locked(wire::Op::fin, tx_.written());
   }
 }
 
-bool Channel::finish_st() {
+bool Channel::finish_locked() {
+  FERRY_HELD(mu_);
   if (failed()) return false;
-  if (queue_.empty() && !held_) return post_control_st(wire::Op::fin, tx_.written());
+  if (queue_.empty() && !held_) return post_control_locked(wire::Op::fin, tx_.written());
   fin_pending_ = true;
-  arm_and_poll_st();
+  arm_and_poll_locked();
   return true;
 }
 
 // Copies up to `want` bytes (no more than iov holds) into the peer's ring; returns how
 // many (0 when the ring is full, after telling the peer it is blocked).
-size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
+size_t Channel::write_locked(const iovec* iov, int iovcnt, size_t want) {
+  FERRY_HELD(mu_);
   ring::Record r[ring::kMaxRecords];
   const int n = ring::plan(tx_, want, max_record_, r);
   size_t total = 0;
   for (int i = 0; i < n; ++i) total += r[i].payload;
   if (total == 0) {
-    if (want > 0 && tx_flow_.tell_blocked(tx_.written())) post_control_st(wire::Op::blocked, tx_.written());
+    if (want > 0 && tx_flow_.tell_blocked(tx_.written())) post_control_locked(wire::Op::blocked, tx_.written());
     return 0;
   }
   uint8_t* staging = tx_buf_.get();
@@ -199,7 +210,7 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
   // Posting may poll the CQ for send-queue room; credits found then must not drain the
   // queue into records planned here.
   writing_ = true;
-  const bool posted = post_records_st(r, n);
+  const bool posted = post_records_locked(r, n);
   writing_ = false;
   if (!posted) return 0;
   for (int i = 0; i < n; ++i) tx_.commit(r[i].size());
@@ -207,17 +218,19 @@ size_t Channel::write_st(const iovec* iov, int iovcnt, size_t want) {
   return total;
 }
 
-void Channel::probe_st() {
+void Channel::probe_locked() {
+  FERRY_HELD(mu_);
   if (failed() || left_ || !peer_known_) return;
   // A send queue full of writes in flight probes already: the poller never waits here
   // for room (a vanished peer would hold it until the queue pair gives up).
   if (sq_outstanding_ + 1 > kSendDepth) return;
-  if (prober_.tick(!queue_.empty() || tx_starved_, tx_.acked())) flush_st();
+  if (prober_.tick(!queue_.empty() || tx_starved_, tx_.acked())) flush_locked();
 }
 
 // A zero-length signaled write: its completion proves every earlier request completed.
-bool Channel::flush_st() {
-  if (failed() || !reserve_sq_st(1)) return false;
+bool Channel::flush_locked() {
+  FERRY_HELD(mu_);
+  if (failed() || !reserve_sq_locked(1)) return false;
   ibv_send_wr wr{};
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
@@ -229,13 +242,14 @@ bool Channel::flush_st() {
   unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
-    fail_st(std::string("ibv_post_send: ") + strerror(errno));
+    fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
   return true;
 }
 
-int64_t Channel::take_unacked_st(std::vector<uint8_t>& out) {
+int64_t Channel::take_unacked_locked(std::vector<uint8_t>& out) {
+  FERRY_HELD(mu_);
   const int64_t resent = downgrade::resend(tx_buf_.get(), tx_.capacity(), tx_.acked(), tx_.written(),
                                            [&](const uint8_t* p, uint64_t n) { out.insert(out.end(), p, p + n); });
   iovec v[16];
@@ -249,13 +263,14 @@ int64_t Channel::take_unacked_st(std::vector<uint8_t>& out) {
     }
     queue_.pop(k);
   }
-  leave_st();
+  leave_locked();
   return resent;
 }
 
-void Channel::leave_st() {
+void Channel::leave_locked() {
+  FERRY_HELD(mu_);
   left_ = true;
-  abort_st();
+  abort_locked();
 }
 
 }  // namespace ferry

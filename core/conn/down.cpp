@@ -1,4 +1,5 @@
 #include "core/conn/down.h"
+#include "core/base/contract.h"
 #include "core/conn/down_parts.h"
 
 #include "core/base/fork_path.h"
@@ -29,6 +30,7 @@ Link::~Link() {
 long Link::alive() noexcept { return g_alive.load(std::memory_order_acquire); }
 
 void DownState::on_event_st(uint32_t) {
+  FERRY_POLLER_ONLY();
   link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
   // The backlog moves on here too: the program may be busy elsewhere, or gone.
@@ -105,8 +107,9 @@ void ensure(int fd, Link& link, bool verify) {
 // The connection cannot go on intact: TCP is reset, and both directions say so.
 // Needs down_mu and the channel's lock.
 void reset_locked(Link& link, DownState& st, int fd, const char* why) {
+  FERRY_HELD(link.down_mu);
   link.tx_left.store(true);
-  link.channel->leave_st();
+  link.channel->leave_locked();
   stats::add(stats::g.downgrade_resets, 1);
   FERRY_LOG(info, "down", "%s: reset", why);
   if (fd >= 0) reset(fd);
@@ -120,10 +123,12 @@ void reset_locked(Link& link, DownState& st, int fd, const char* why) {
 // We handed the connection to TCP: the peer resends from exactly where we stopped
 // reading the ring, with no header, so TCP's bytes are the program's from here on.
 void settle_rx_locked(Link& link, DownState& st) {
+  FERRY_HELD(link.down_mu);
   if (st.rx == DownState::Rx::ring && link.handed_off.load()) st.rx = DownState::Rx::plain;
 }
 
 bool done_locked(const DownState& st) {
+  FERRY_HELD(st.link->down_mu);
   return st.tx == DownState::Tx::done && st.rx == DownState::Rx::plain;
 }
 
@@ -154,7 +159,7 @@ void want(Link& link, Why why) noexcept {
 Why confirmed(Link& link, Why why) noexcept {
   if (why != Why::peer || !link.channel) return why;
   std::lock_guard<Lock> lock(link.channel->mu());
-  link.channel->progress_st();
+  link.channel->progress_locked();
   return link.channel->peer_handoff() ? Why::handoff : why;
 }
 
@@ -184,7 +189,7 @@ readiness::State state(int fd, Link& link) noexcept {
     case DownState::Rx::ring: {
       Channel& ch = *link.channel;
       std::lock_guard<Lock> chl(ch.mu());
-      if (ch.readable_st() > 0 || ch.peer_fin()) m |= kIn;
+      if (ch.readable_locked() > 0 || ch.peer_fin()) m |= kIn;
       int n = 0;
       if (link.tcp_received.load() < ch.peer_cutover() && real.ioctl(fd, FIONREAD, &n) == 0 && n > 0) m |= kIn;
       if (ch.peer_fin()) m |= EPOLLRDHUP;

@@ -17,6 +17,7 @@
 // elsewhere (or closed its descriptor) still gets its bytes delivered.
 #pragma once
 
+#include "core/base/contract.h"
 #include "core/conn/link.h"
 #include "core/conn/readiness_state.h"
 #include "core/conn/socket.h"
@@ -40,9 +41,10 @@ void want(Link& link, Why why) noexcept;
 // once more first: what it sent before leaving (its hand-off) was acknowledged, so is
 // on our completion queue, by the time its rdma_cm side is known gone, but a caller's
 // look at the queue may have come before both (a writer whose ring had room).
-inline bool leaving_st(const Link& link, Channel& ch, Why& why) {
+inline bool leaving_locked(const Link& link, Channel& ch, Why& why) {
+  FERRY_HELD(ch.mu());
   const bool gone = ch.failed() || link.peer_gone.load();
-  if (gone && !ch.peer_handoff()) ch.progress_st();
+  if (gone && !ch.peer_handoff()) ch.progress_locked();
   why = ch.peer_handoff() ? Why::handoff : Why::failed;
   return gone || ch.peer_handoff() || link.tx_left.load();
 }

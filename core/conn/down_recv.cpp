@@ -1,6 +1,7 @@
 // Going back to TCP, the receiving side (core/conn/down.h): the ring's last bytes, the
 // peer's header and the overlap it resends, then TCP as it is.
 #include "core/conn/down.h"
+#include "core/base/contract.h"
 #include "core/conn/down_parts.h"
 
 #include "core/base/libc.h"
@@ -22,7 +23,7 @@ namespace {
 // have it, an orderly end unless the peer left bytes of ours unread (a reset).
 long verdict(Link& link) {
   std::lock_guard<Lock> lock(link.channel->mu());
-  return link.channel->peer_left_unread_st() ? -ECONNRESET : 0;
+  return link.channel->peer_left_unread_locked() ? -ECONNRESET : 0;
 }
 
 // Whether the peer's header waits on TCP, past every byte TCP carried before its
@@ -43,13 +44,14 @@ namespace parts {
 // header and the overlap. Needs down_mu (and the socket's rx_mu, or the knowledge that
 // no receive runs: a try).
 void advance_rx_locked(int fd, Link& link, DownState& st) {
+  FERRY_HELD(link.down_mu);
   settle_rx_locked(link, st);
   if (st.rx == DownState::Rx::ring) {
     Channel& ch = *link.channel;
     bool prove = false;
     {
       std::lock_guard<Lock> lock(ch.mu());
-      ch.progress_st();
+      ch.progress_locked();
       // A server whose client has not proven itself yet (core/conn/binding.h): the proof
       // comes first at the cutover point, and with no proof there TCP is the stream.
       if (ch.peer_cutover_known() && !ch.trusted() && !link.client &&
@@ -72,10 +74,10 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     std::lock_guard<Lock> lock(ch.mu());
     if (!ch.peer_cutover_known()) {
       st.rx = DownState::Rx::plain;  // the peer never left TCP: no header comes
-    } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_st() == 0 && !ch.scan_st() &&
+    } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_locked() == 0 && !ch.scan_locked() &&
                 !ch.peer_fin()) ||
                (link.leaving.load() && header_waits(fd, link, ch))) {
-      st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_st(), ch.ring_size());
+      st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_locked(), ch.ring_size());
       st.rx = DownState::Rx::resume;
     }
   }
@@ -146,14 +148,14 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
     uint64_t left = 0;
     {
       std::lock_guard<Lock> chl(ch.mu());
-      ch.progress_st();
+      ch.progress_locked();
       if (ch.peer_cutover_known()) {
         const uint64_t got = link.tcp_received.load();
         if (got < ch.peer_cutover()) {
           from_tcp = true;
           left = ch.peer_cutover() - got;
         } else {
-          n = ch.recv_st(iov, iovcnt, peek);
+          n = ch.recv_locked(iov, iovcnt, peek);
           if (n == 0 && ch.peer_fin()) return 0;  // every byte came through the ring
         }
       }
@@ -221,7 +223,7 @@ long readable(int fd, Link& link) noexcept {
   std::lock_guard<Lock> chl(ch.mu());
   if (!ch.peer_cutover_known()) return n;
   const uint64_t pre = ch.peer_cutover() - std::min<uint64_t>(link.tcp_received.load(), ch.peer_cutover());
-  return static_cast<long>(std::min<uint64_t>(pre, static_cast<uint64_t>(n)) + ch.readable_st());
+  return static_cast<long>(std::min<uint64_t>(pre, static_cast<uint64_t>(n)) + ch.readable_locked());
 }
 
 }  // namespace ferry::down

@@ -1,6 +1,7 @@
 // Going back to TCP, the sending side (core/conn/down.h): the backlog of what the peer
 // did not credit, behind our header, written through ferry's duplicate of the socket.
 #include "core/conn/down.h"
+#include "core/base/contract.h"
 #include "core/conn/down_parts.h"
 
 #include "core/base/libc.h"
@@ -23,9 +24,11 @@ namespace {
 // TCP as it is (core/conn/binding.h). False, with nothing done, when it is not so.
 // Needs down_mu and the channel's lock.
 bool unbound_goes_on_locked(Link& link, DownState& st, Channel& ch, int fd) {
-  if (!link.client || ch.trusted() || link.handed_off.load() || fd < 0 || ch.payload_written_st() != 0) return false;
+  FERRY_HELD(link.down_mu);
+  if (!link.client || ch.trusted() || link.handed_off.load() || fd < 0 || ch.payload_written_locked() != 0)
+    return false;
   std::vector<uint8_t> queued;
-  if (ch.take_unacked_st(queued) != 0) return false;
+  if (ch.take_unacked_locked(queued) != 0) return false;
   link.proof_due.store(false);
   link.tx_left.store(true);
   FERRY_LOG(info, "down", "our cutover was never confirmed and nothing went past it: the stream goes on over TCP");
@@ -45,11 +48,12 @@ namespace parts {
 // Builds the send side's backlog once the peer has confirmed our cutover (and, for a
 // hand-off of ours, our hand-off message). Needs down_mu.
 void build_tx_locked(Link& link, DownState& st) {
+  FERRY_HELD(link.down_mu);
   settle_rx_locked(link, st);
   if (st.tx != DownState::Tx::waiting) return;
   Channel& ch = *link.channel;
   std::lock_guard<Lock> lock(ch.mu());
-  ch.progress_st();  // credits and confirmations that came meanwhile
+  ch.progress_locked();  // credits and confirmations that came meanwhile
   const int fd = st.fd.load();
   if (!link.tx_cut) {
     // Nothing of ours went into the ring: TCP simply goes on.
@@ -64,7 +68,7 @@ void build_tx_locked(Link& link, DownState& st) {
     // Our header must not reach the peer before it knows where our ring's bytes begin,
     // nor, for a hand-off of ours, before our hand-off message (it decides the peer's
     // own resend).
-    if (!ch.confirmed_st() || (link.handed_off.load() && !ch.handed_off_st())) {
+    if (!ch.confirmed_locked() || (link.handed_off.load() && !ch.handed_off_locked())) {
       if (!ch.failed()) return;  // the completion will come
       if (unbound_goes_on_locked(link, st, ch, fd)) return;
       // The peer may or may not know where our ring bytes begin: no stream it could
@@ -76,7 +80,7 @@ void build_tx_locked(Link& link, DownState& st) {
   if (fd < 0) {
     // Nothing is left to write through.
     link.tx_left.store(true);
-    ch.leave_st();
+    ch.leave_locked();
     st.tx = DownState::Tx::broken;
     return;
   }
@@ -89,22 +93,22 @@ void build_tx_locked(Link& link, DownState& st) {
     // But bytes of ours that reached the peer after its fin, never read, are that
     // first send: kernel TCP's peer answered them with its reset, and a connection
     // that had seen the fin reports EPIPE from then on.
-    const bool answered = ch.peer_fin() && ch.peer_left_unread_st();
-    ch.leave_st();
+    const bool answered = ch.peer_fin() && ch.peer_left_unread_locked();
+    ch.leave_locked();
     st.tx = answered ? DownState::Tx::broken : DownState::Tx::done;
     if (answered) st.tx_error = EPIPE;
     return;
   }
   const size_t head = headerless ? 0 : downgrade::kHeaderSize;
   st.backlog.resize(head);
-  const int64_t resent = ch.take_unacked_st(st.backlog);
+  const int64_t resent = ch.take_unacked_locked(st.backlog);
   link.tx_left.store(true);
   if (resent < 0) {
     reset_locked(link, st, fd, "the staging area does not hold the unconfirmed records");
     return;
   }
   // Stream offset of the first resent byte, in ring payload bytes and overall.
-  const uint64_t from_ring = ch.payload_written_st() - static_cast<uint64_t>(resent);
+  const uint64_t from_ring = ch.payload_written_locked() - static_cast<uint64_t>(resent);
   if (headerless) {
     uint64_t skip = 0;
     if (!downgrade::skip_to(from_ring, ch.peer_handoff_read(), static_cast<uint64_t>(resent), skip)) {
@@ -138,6 +142,7 @@ bool waits_for_program(const Link& link, const DownState& st) {
 
 // Writes what the kernel takes of the backlog, through ferry's duplicate. Needs down_mu.
 void pump_locked(Link& link, DownState& st) {
+  FERRY_HELD(link.down_mu);
   if (st.tx != DownState::Tx::writing || st.fd_closing || waits_for_program(link, st)) return;
   const int fd = st.fd.load();
   while (st.at < st.backlog.size()) {

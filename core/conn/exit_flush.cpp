@@ -59,29 +59,29 @@ Unflushed unflushed_st(uint64_t epoch) {
       continue;
     }
     Channel& ch = *link.channel;
-    ch.progress_st();
+    ch.progress_locked();
     // A peer that disconnected reads nothing more (as retire_st).
-    if (ch.failed() || link.peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0)) continue;
+    if (ch.failed() || link.peer_gone.load() || (ch.drained_locked() && ch.sq_outstanding_locked() == 0)) continue;
     if (c.flush_epoch != epoch) {
       c.flush_epoch = epoch;
-      c.flush_bytes = ch.payload_written_st() + ch.unsent_st();
+      c.flush_bytes = ch.payload_written_locked() + ch.unsent_locked();
       c.flush_written = false;
     }
-    const uint64_t written = ch.payload_written_st();
+    const uint64_t written = ch.payload_written_locked();
     if (!c.flush_written && written >= c.flush_bytes) {
       c.flush_written = true;
-      c.flush_posted = ch.posted_st();
+      c.flush_posted = ch.posted_locked();
     }
-    if (c.flush_written && ch.completed_st() >= c.flush_posted) continue;
+    if (c.flush_written && ch.completed_locked() >= c.flush_posted) continue;
     // The last writes may wait for no completion (one in kSignalEvery asks for one);
-    // never with the send queue full, where flush_st would wait for room.
-    if (ch.unsignaled_st() && (ch.drained_st() || c.flush_written) &&
-        ch.sq_outstanding_st() < Channel::kSendDepth)
-      ch.flush_st();
+    // never with the send queue full, where flush_locked would wait for room.
+    if (ch.unsignaled_locked() && (ch.drained_locked() || c.flush_written) &&
+        ch.sq_outstanding_locked() < Channel::kSendDepth)
+      ch.flush_locked();
     // What is left counts only toward the marks, so that it only goes down: requests
     // other threads post meanwhile are not progress.
     ++u.links;
-    c.flush_left = c.flush_written ? c.flush_posted - ch.completed_st() : c.flush_bytes - written;
+    c.flush_left = c.flush_written ? c.flush_posted - ch.completed_locked() : c.flush_bytes - written;
     (c.flush_written ? u.writes : u.bytes) += c.flush_left;
   }
   return u;
@@ -187,6 +187,7 @@ FERRY_FORK_PATH void flush_after_fork_child() noexcept {
 }
 
 void answer_flush_st() {
+  FERRY_POLLER_ONLY();
   if (g_asking.load() == 0) return;
   const Unflushed u = unflushed_st(g_epoch.load());
   g_links.store(u.links, std::memory_order_relaxed);

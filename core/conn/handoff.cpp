@@ -114,13 +114,13 @@ long to_tcp(int fd, Socket& s) noexcept {
     std::lock_guard<Lock> tx(s.tx_mu);
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
-    if (!link.down.load()) ch.progress_st();
+    if (!link.down.load()) ch.progress_locked();
     // Both directions ended: nothing is left to carry on over TCP.
     if (link.fin_sent.load() && ch.peer_fin()) return 0;
     down::Why why = down::Why::failed;
     const bool read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
-    if (link.down.load() || down::leaving_st(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
-        !ch.hand_off_st()) {
+    if (link.down.load() || down::leaving_locked(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
+        !ch.hand_off_locked()) {
       // Already going back (failed over, the peer went back or handed over first), or
       // no hand-off message can go: that going back finishes before the socket leaves
       // the program, nothing of it waiting for the program's next send.
@@ -233,6 +233,7 @@ void serve(Owner* o, int i, std::shared_ptr<Link> link) {
 FERRY_FORK_PATH void let_go() noexcept;
 
 void Owner::on_event_st(uint32_t) {
+  FERRY_POLLER_ONLY();
   uint64_t v;
   (void)!real.read(kick.load(), &v, sizeof v);
   for (int i = 0; i < kSlots; ++i) {

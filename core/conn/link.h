@@ -115,7 +115,7 @@ struct Link {
   uint64_t tcp_sent = 0;
   bool tx_cut = false;
   // The program shut the sending side (shutdown, close): later sends fail. The fin
-  // itself goes once the send queue drained (Channel::finish_st).
+  // itself goes once the send queue drained (Channel::finish_locked).
   std::atomic<bool> fin_sent{false};
   // Threads inside a kernel send on this connection (blocking ones run without
   // Socket::tx_mu). The send side cuts over only when none is: tcp_sent must count

@@ -1,6 +1,7 @@
 #include "core/conn/poller.h"
 
 #include "core/base/config.h"
+#include "core/base/contract.h"
 #include "core/base/fork_spare.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
@@ -105,6 +106,7 @@ constexpr uint64_t kCmTag = 2;
 constexpr uint64_t kDeviceTag = 3;  // low bits; the Device* is stored with it
 
 void handle_cm_st() {
+  FERRY_POLLER_ONLY();
   rdma_cm_event* ev = nullptr;
   while (rdma_get_cm_event(P().cm.get(), &ev) == 0) g_user.cm_event(ev);
 }
@@ -112,12 +114,14 @@ void handle_cm_st() {
 void recheck_unarmed_st();
 
 void schedule_recheck_st() {
+  FERRY_POLLER_ONLY();
   if (P().unarmed.empty() || P().recheck_due) return;
   P().recheck_due = true;
   at_st(Clock::now() + P().recheck_every, recheck_unarmed_st);
 }
 
 void recheck_unarmed_st() {
+  FERRY_POLLER_ONLY();
   P().recheck_due = false;
   bool all_polled = true;
   for (auto it = P().unarmed.begin(); it != P().unarmed.end();) {
@@ -130,6 +134,7 @@ void recheck_unarmed_st() {
 }
 
 void handle_device_st(rdma::Device* d) {
+  FERRY_POLLER_ONLY();
   ibv_cq* cq = nullptr;
   void* ctx = nullptr;
   while (ibv_get_cq_event(d->events.get(), &cq, &ctx) == 0) {
@@ -141,6 +146,7 @@ void handle_device_st(rdma::Device* d) {
 }
 
 void run_timers_st() {
+  FERRY_POLLER_ONLY();
   auto now = Clock::now();
   std::vector<Timer> due;
   auto& t = P().timers;
@@ -272,6 +278,9 @@ void serve(const User& user) noexcept {
 bool on_poller_thread() noexcept { return t_poller_thread; }
 
 void poller_only_violated(const char* where) noexcept {
+#if FERRY_CHECKS
+  contract_broken("runs on the poller thread only, called from another", where);
+#endif
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) FERRY_LOG(error, "poller", "%s runs on the poller thread only, called from another", where);
 }
@@ -372,15 +381,22 @@ void unwatch(int fd) {
 }
 
 void watch_device_st(rdma::Device* d) {
+  FERRY_POLLER_ONLY();
   if (!P().devices.insert(d).second) return;
   real.fcntl(d->events->fd, F_SETFL, reinterpret_cast<void*>(O_NONBLOCK));  // moved high by rdma::device_for
   static_assert(alignof(rdma::Device) >= 8);
   add_fd(d->events->fd, reinterpret_cast<uint64_t>(d) | kDeviceTag);
 }
 
-void at_st(Clock::time_point when, std::function<void()> fn) { P().timers.push_back({when, std::move(fn)}); }
+void at_st(Clock::time_point when, std::function<void()> fn) {
+  FERRY_POLLER_ONLY();
+  P().timers.push_back({when, std::move(fn)});
+}
 
-void forget_st(Notified* n) noexcept { P().unarmed.erase(n); }
+void forget_st(Notified* n) noexcept {
+  FERRY_POLLER_ONLY();
+  P().unarmed.erase(n);
+}
 
 bool hold_for_fork() noexcept {
   if (P().state.load(std::memory_order_acquire) != State::running) return false;

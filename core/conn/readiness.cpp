@@ -61,14 +61,14 @@ State of(int fd, Link& link) noexcept {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
     // A peer that left: its end of stream, if it sent one, is known before deciding.
-    if (link.peer_gone.load() && !ch.peer_fin()) ch.progress_st();
-    readable = ch.readable_st();
-    half_full = ch.rx_half_full_st();
-    writable = ch.writable_st();
+    if (link.peer_gone.load() && !ch.peer_fin()) ch.progress_locked();
+    readable = ch.readable_locked();
+    half_full = ch.rx_half_full_locked();
+    writable = ch.writable_locked();
     fin = ch.peer_fin();
     dead = ch.failed();
     handoff = ch.peer_handoff();
-    left_unread = ch.peer_left_unread_st();
+    left_unread = ch.peer_left_unread_locked();
     // Until the client proved itself (core/conn/binding.h) the stream is TCP's: its proof, or
     // a forger's client's own bytes.
     const uint64_t tcp_received = link.tcp_received.load(std::memory_order_relaxed);
@@ -83,8 +83,8 @@ State of(int fd, Link& link) noexcept {
     proof_awaited = !link.client && !ch.trusted() && !ch.peer_cutover_known();
     if (proof_awaited) nonce = ch.nonce();
     // Bytes the peer sent before its cutover arrive on TCP: an edge too.
-    st.rx_events = ch.rx_events_st() + link.tcp_events.load(std::memory_order_relaxed);
-    st.tx_events = ch.tx_events_st();
+    st.rx_events = ch.rx_events_locked() + link.tcp_events.load(std::memory_order_relaxed);
+    st.tx_events = ch.tx_events_locked();
   }
   dead = dead || link.peer_gone.load();
   if (handoff) {
@@ -137,16 +137,16 @@ bool drive(Link& link, bool first) noexcept {
   if (!link.established() || link.inherited) return false;
   if (first) {
     std::lock_guard<Lock> lock(link.channel->mu());
-    return link.channel->progress_st();
+    return link.channel->progress_locked();
   }
   std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
-  return lock.owns_lock() && link.channel->look_st();
+  return lock.owns_lock() && link.channel->look_locked();
 }
 
 void prepare_sleep(Link& link) noexcept {
   if (!link.established() || link.inherited) return;
   std::lock_guard<Lock> lock(link.channel->mu());
-  link.channel->prepare_sleep_st();
+  link.channel->prepare_sleep_locked();
 }
 
 Kicker::~Kicker() {

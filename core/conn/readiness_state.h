@@ -8,7 +8,7 @@ namespace ferry::readiness {
 
 struct State {
   uint32_t events = 0;  // EPOLLIN|EPOLLRDNORM, EPOLLOUT|EPOLLWRNORM, EPOLLRDHUP, EPOLLHUP, EPOLLERR
-  uint32_t rx_events = 0, tx_events = 0;  // see Channel::rx_events_st()
+  uint32_t rx_events = 0, tx_events = 0;  // see Channel::rx_events_locked()
 };
 
 }  // namespace ferry::readiness

@@ -37,7 +37,7 @@ uint64_t sysctl_max(const char* path, uint64_t fallback) {
 uint64_t queue_limit(const Socket& s, const Channel& ch) {
   static const uint64_t wmem = sysctl_max("/proc/sys/net/ipv4/tcp_wmem", 4u << 20);
   static const uint64_t rmem = sysctl_max("/proc/sys/net/ipv4/tcp_rmem", 6u << 20);
-  return send_queue_limit(static_cast<uint64_t>(s.sndbuf.load()), wmem, rmem, ch.peer_ring_st());
+  return send_queue_limit(static_cast<uint64_t>(s.sndbuf.load()), wmem, rmem, ch.peer_ring_locked());
 }
 
 }  // namespace
@@ -63,12 +63,12 @@ Cut cut_over(int fd, Socket& s, Link& link) noexcept {
     if (!link.client && !ch.trusted()) return ch.failed() ? Cut::failed : Cut::later;
     // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
     // ring's bytes begin (core/conn/down.h).
-    if (!ch.post_control_st(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return Cut::failed;
+    if (!ch.post_control_locked(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return Cut::failed;
     link.tx_cut = true;
-    ch.set_queue_limit_st(queue_limit(s, ch));
+    ch.set_queue_limit_locked(queue_limit(s, ch));
     // The program ended its sending side on TCP before the upgrade settled: nothing
     // follows the cutover point but the end of the stream.
-    if (link.fin_sent.load()) ch.finish_st();
+    if (link.fin_sent.load()) ch.finish_locked();
     if (link.client) {
       link.proof = ch.proof();
       link.proof_due.store(true);
@@ -95,8 +95,8 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
       bool confirmed, failed;
       {
         std::lock_guard<Lock> lock(link.channel->mu());
-        link.channel->progress_st();
-        confirmed = link.channel->confirmed_st();
+        link.channel->progress_locked();
+        confirmed = link.channel->confirmed_locked();
         failed = link.channel->failed() || link.tx_left.load();
       }
       if (failed) return false;  // going back to TCP: the backlog carries the proof
@@ -110,7 +110,7 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
         if (sent > 0) {  // the socket broke in the middle of it: TCP says how it ends
           link.proof_due.store(false);
           std::lock_guard<Lock> lock(link.channel->mu());
-          link.channel->fail_st("the TCP connection did not take the proof");
+          link.channel->fail_locked("the TCP connection did not take the proof");
           return false;
         }
       }
@@ -122,6 +122,7 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
 }
 
 void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {
+  FERRY_POLLER_ONLY();
   std::shared_ptr<Link> link = weak.lock();
   if (!link || !link->proof_due.load() || link->down.load()) return;
   SocketRef s = link->socket.lock();
@@ -210,7 +211,7 @@ void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
     {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
-      ch.progress_st();
+      ch.progress_locked();
       if (!ch.peer_cutover_known() || link->tcp_received.load() < ch.peer_cutover()) return;
     }
     fd = link->fd;
@@ -231,8 +232,8 @@ void abort_if_unread(int fd, Socket& s) noexcept {
   {
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
-    ch.scan_st();
-    if (ch.readable_st() == 0) return;
+    ch.scan_locked();
+    if (ch.readable_locked() == 0) return;
   }
   static const linger abort{1, 0};
   if (real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort) == 0) s.linger_s.store(0);
@@ -248,9 +249,9 @@ void end(int fd, Socket& s, Link& link, bool abortive) noexcept {
   }
   std::lock_guard<Lock> lock(link.channel->mu());
   if (abortive) {
-    link.channel->abort_st();
+    link.channel->abort_locked();
   } else if (!link.fin_sent && cut == Cut::done) {
-    link.channel->finish_st();
+    link.channel->finish_locked();
   }
   link.fin_sent = true;
 }
@@ -260,7 +261,7 @@ void sndbuf_changed(Socket& s) noexcept {
   std::lock_guard<Lock> tx(s.tx_mu);
   if (!s.link || !s.link->tx_cut) return;  // the cutover reads it
   std::lock_guard<Lock> lock(s.link->channel->mu());
-  s.link->channel->set_queue_limit_st(queue_limit(s, *s.link->channel));
+  s.link->channel->set_queue_limit_locked(queue_limit(s, *s.link->channel));
 }
 
 

@@ -65,7 +65,7 @@ bool rdma_ready() {
                                            end_of_batch_st();
                                            answer_flush_st();
                                          },
-                                         channel_barrier_st};
+                                         channel_barrier};
   poller::serve(kUpgrade);
   on_release(release);  // before any socket has a link or an rdma_cm listener
   return poller::available();
@@ -533,7 +533,7 @@ void release(Socket& s) noexcept {
     std::lock_guard<Lock> tx(s.tx_mu);
     send_side::end(-1, s, *link, s.linger_s.load() == 0);
     std::lock_guard<Lock> lock(link->channel->mu());
-    link->channel->flush_st();
+    link->channel->flush_locked();
   } else if (!link->client && s.linger_s.load() != 0 && !link->fin_sent.exchange(true)) {
     std::lock_guard<Lock> tx(s.tx_mu);
     send_side::end_through_dup(*link);
@@ -544,13 +544,14 @@ void release(Socket& s) noexcept {
 }
 
 void end_of_batch_st() {
+  FERRY_POLLER_ONLY();
   st().dropped.clear();
   // Before the poller's fenced look at its queue, ahead of any sleep (poller::post).
   const bool held = !st().held.empty();
   if (g_requests_held.load(std::memory_order_relaxed) != held) g_requests_held.store(held, std::memory_order_relaxed);
 }
 
-void channel_barrier_st() noexcept {
+void channel_barrier() noexcept {
   // On the poller thread, or on a thread that holds it between rounds (poller::move_fd).
   for (Link* l : st().live) {
     l->channel->mu().lock();

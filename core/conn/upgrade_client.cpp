@@ -157,7 +157,7 @@ void on_client_event_st(Conn* c, rdma_cm_event_type type, int status, const void
       uint64_t secret = 0;
       if (!binding::secret(secret)) return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
       // Nothing the server says counts until it proved it read our proof (core/conn/binding.h).
-      c->pending->await_bound_st(w.nonce, secret);
+      c->pending->await_bound(w.nonce, secret);
       if (!c->pending->activate(why)) return fail_st(c, reason_of(why), why.c_str());
       if (rdma_establish(c->pending->id()) != 0) return fail_st(c, stats::g.tcp_resources, "rdma_establish failed");
       return established_st(c);

@@ -66,6 +66,7 @@ void sweep_held_st() {
 
 // One timer for all of them: the oldest's deadline.
 void schedule_held_sweep_st() {
+  FERRY_POLLER_ONLY();
   if (st().sweeping_held || st().held.empty()) return;
   st().sweeping_held = true;
   poller::at_st(st().held.next_deadline(), sweep_held_st);
@@ -119,6 +120,7 @@ void sweep_deadlines_st() {
 }
 
 void schedule_sweep_st() {
+  FERRY_POLLER_ONLY();
   if (st().sweeping || st().deadlines.empty()) return;
   st().sweeping = true;
   poller::at_st(st().deadlines.begin()->first + deadline_slack(), sweep_deadlines_st);
@@ -149,11 +151,13 @@ std::string key_of_conn(const Conn* c) {
 }
 
 void remember_gone_st(const Conn* c) {
+  FERRY_POLLER_ONLY();
   // The key made at the start, unless a request matched it since.
   remember_gone_key_st(c->key.empty() ? key_of_conn(c) : c->key);
 }
 
 void remember_gone_key_st(std::string key) {
+  FERRY_POLLER_ONLY();
   const auto now = Clock::now();
   while (!st().gone_order.empty() && st().gone_order.front().second <= now) {
     auto it = st().gone.find(st().gone_order.front().first);
@@ -183,6 +187,7 @@ bool kept_by_rule(bool client, const sockaddr_storage& local, const sockaddr_sto
 }
 
 bool is_gone_st(const std::string& key) {
+  FERRY_POLLER_ONLY();
   auto it = st().gone.find(key);
   return it != st().gone.end() && it->second > Clock::now();
 }

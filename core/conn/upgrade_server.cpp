@@ -63,7 +63,7 @@ void accept_request_st(Conn* c, rdma::CmId id, const wire::Hello& h) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, stats::g.tcp_resources, "no randomness to bind the upgrade with");
   }
-  c->pending->await_proof_st(nonce);
+  c->pending->await_proof(nonce);
   if (!c->pending->set_peer(wire::RingRef{h.ring.addr, h.ring.rkey, ring}, why) || !c->pending->activate(why)) {
     rdma_reject(c->pending->id(), nullptr, 0);
     return fail_st(c, reason_of(why), why.c_str());
@@ -78,6 +78,7 @@ namespace {
 // first: it could take the client's proof as the stream's. So it goes while the
 // socket's receive side is free, a moment later if a receive holds it now.
 void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
+  FERRY_POLLER_ONLY();
   auto it = st().conns.find(link.get());
   if (it == st().conns.end() || !it->second->pending || it->second->committed) return;
   Conn* c = it->second.get();
@@ -172,10 +173,10 @@ bool settled_at_client_st(Conn* c) {
   Channel& ch = *c->pending;
   {
     std::lock_guard<Lock> lock(ch.mu());
-    ch.stop_st();
-    ch.progress_st();
+    ch.stop_locked();
+    ch.progress_locked();
     if (!ch.peer_cutover_known()) return false;
-    ch.fail_st("the client cut over on a handshake that did not settle here");
+    ch.fail_locked("the client cut over on a handshake that did not settle here");
   }
   FERRY_LOG(info, "upgrade", "server port %u -> %u: the client cut over on a handshake that did not settle here: "
             "back to TCP", c->local_port, c->peer_port);

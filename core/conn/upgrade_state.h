@@ -226,6 +226,6 @@ void answer_flush_st();
 // Takes and releases the lock of every live channel once: whoever used a descriptor
 // number inside a channel call has finished (see poller::move_fd). With the poller
 // held between rounds (its state stands still).
-void channel_barrier_st() noexcept;
+void channel_barrier() noexcept;
 
 }  // namespace ferry::upgrade

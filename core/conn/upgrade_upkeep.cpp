@@ -32,6 +32,7 @@ constexpr auto kProbeEvery = std::chrono::seconds(1);
 // cutover (its proof unanswered, or not even written) goes on over TCP (its queued
 // bytes with it).
 void binding_tick_st(Link* l) {
+  FERRY_POLLER_ONLY();
   if (l->channel->trusted() || l->down.load()) return;
   auto it = st().conns.find(l);
   if (it == st().conns.end()) return;
@@ -45,7 +46,7 @@ void binding_tick_st(Link* l) {
             l->proof_due.load() ? "our proof could not go into TCP" : "the RDMA peer never answered our proof");
   {
     std::lock_guard<Lock> lock(l->channel->mu());
-    l->channel->fail_st("the peer did not prove it holds the TCP connection");
+    l->channel->fail_locked("the peer did not prove it holds the TCP connection");
   }
   down::want(*l, down::Why::failed);  // the queued bytes go over TCP at the program's next call
 }
@@ -56,12 +57,13 @@ void probe_tick_st() {
   for (Link* l : st().live) binding_tick_st(l);
   for (Link* l : st().live) {
     std::lock_guard<Lock> lock(l->channel->mu());
-    l->channel->probe_st();
+    l->channel->probe_locked();
   }
   schedule_probe_st();
 }
 
 void schedule_probe_st() {
+  FERRY_POLLER_ONLY();
   if (st().probing || st().live.empty()) return;
   st().probing = true;
   poller::at_st(Clock::now() + kProbeEvery, probe_tick_st);
@@ -100,6 +102,7 @@ constexpr auto kProofAfterClose = 2 * binding::kPatience;
 // from ferry's duplicate of it, or other bytes there (the kernel's close resets TCP, as
 // it would without ferry), or TCP ended, or too long. Each look is a peek.
 bool proof_settled_st(Conn* c, Clock::time_point since) {
+  FERRY_POLLER_ONLY();
   Link& l = *c->link;
   if (l.client || !l.answered.load() || l.down.load() || l.forged.load() || Clock::now() - since > kProofAfterClose)
     return true;
@@ -144,15 +147,15 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
     {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
-      const size_t unsent = ch.unsent_st();
-      ch.progress_st();
+      const size_t unsent = ch.unsent_locked();
+      ch.progress_locked();
       // A peer that disconnected reads nothing more: what is left is lost with it, as
       // with kernel TCP when the peer's socket is gone.
-      drained = ch.failed() || link->peer_gone.load() || (ch.drained_st() && ch.sq_outstanding_st() == 0);
+      drained = ch.failed() || link->peer_gone.load() || (ch.drained_locked() && ch.sq_outstanding_locked() == 0);
       // A client's bytes held for a peer that never proved it was the TCP connection's
       // server (core/conn/binding.h) belong to that server: they go over TCP.
-      to_tcp = link->client && !ch.trusted() && !ch.drained_st() && (ch.failed() || link->peer_gone.load());
-      if (ch.unsent_st() != unsent) progress = now;
+      to_tcp = link->client && !ch.trusted() && !ch.drained_locked() && (ch.failed() || link->peer_gone.load());
+      if (ch.unsent_locked() != unsent) progress = now;
     }
     if (to_tcp) {
       down::want(*link, down::Why::failed);
