@@ -24,6 +24,10 @@ export PATH=$PATH:/usr/sbin:/sbin
 ulimit -l 65536
 source "$(dirname "$0")/common.sh"
 declare -a rows
+# Rows count upgrades: the upgrade window (FERRY_UPGRADE_TIMEOUT_MS, 2 s by default,
+# after which a connection stays on TCP) is a limit for hangs here, not a race with
+# the machine's speed.
+export FERRY_UPGRADE_TIMEOUT_MS=30000
 
 fail() { failed_with "FAIL [$name] host $host: $*"; }
 
