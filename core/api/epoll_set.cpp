@@ -410,7 +410,7 @@ union SetsHolder {
   FERRY_FORK_PATH ~SetsHolder() {}  // runs at every exit
   FdMap<EpollSet> sets;
 };
-FERRY_FORK_DATA constinit SetsHolder g_sets;
+FERRY_FORK_DATA alignas(SetsHolder) constinit SetsHolder g_sets;  // no padding: see g_table
 }  // namespace
 
 FdMap<EpollSet>& epoll_sets() noexcept { return g_sets.sets; }
