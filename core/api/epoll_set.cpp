@@ -174,7 +174,7 @@ void EpollSet::reconcile(int epfd) {
       regs_.erase(regs_.begin() + static_cast<long>(i));
       continue;
     }
-    if (r.held && (!r.link || r.link->phase.load() != Link::Phase::handshake)) {
+    if (r.held && (!r.link || r.link->state() != ConnState::handshake)) {
       r.held = false;  // settled: RDMA's readiness, or the kernel's again
       if (!r.disabled && fd_table().get(r.fd) == s && !readiness::in_user_space(*s)) reregister(epfd, r.fd, r.ev);
     }
@@ -204,7 +204,7 @@ void EpollSet::reconcile(int epfd) {
     }
     if (r.link && nested_.load()) readiness::prepare_sleep(*r.link);
     // A link whose upgrade failed needs nothing more: its socket stays on TCP for good.
-    linked = linked || (r.link && r.link->phase.load() != Link::Phase::failed);
+    linked = linked || (r.link && r.link->state() != ConnState::failed);
     ++i;
   }
   linked_.store(linked);

@@ -72,7 +72,7 @@ struct PollSteps {
   int look(bool first) noexcept {
     int ready = 0;
     for (Entry& e : sc.user) {
-      if (e.held && e.socket->link->phase.load() != Link::Phase::handshake) {
+      if (e.held && e.socket->link->state() != ConnState::handshake) {
         e.held = false;  // settled: RDMA's readiness, or the kernel's again
         sc.kernel[e.index].fd = fds[e.index].fd;
       }
@@ -104,7 +104,7 @@ struct PollSteps {
       readiness::prepare_sleep(*e.socket->link);  // see EpollSet::prepare_sleep
       if (!e.user) {
         moved = moved || readiness::in_user_space(*e.socket) ||
-                (e.held && e.socket->link->phase.load() != Link::Phase::handshake);
+                (e.held && e.socket->link->state() != ConnState::handshake);
         continue;
       }
       fds[e.index].revents = static_cast<short>(user_revents(fds[e.index], e));

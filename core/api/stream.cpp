@@ -39,7 +39,7 @@ long shutdown(int fd, Socket& s, int how) noexcept {
     std::lock_guard<Lock> rx(s.rx_mu);
     link.rd_shut = true;
   }
-  if (how != SHUT_RD && link.down.load()) {
+  if (how != SHUT_RD && link.down()) {
     link.fin_sent = true;
     long r = down::shutdown_write(fd, link);
     link.signal.bump();
@@ -77,12 +77,12 @@ long kernel_plus_channel(int fd, Socket& s, unsigned long request, Count count) 
 }  // namespace
 
 long unsent(int fd, Socket& s) noexcept {
-  if (s.link && s.link->down.load()) return down::unsent(fd, *s.link);
+  if (s.link && s.link->down()) return down::unsent(fd, *s.link);
   return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_locked(); });
 }
 
 long readable(int fd, Socket& s) noexcept {
-  if (s.link && s.link->down.load()) return down::readable(fd, *s.link);
+  if (s.link && s.link->down()) return down::readable(fd, *s.link);
   int tcp = 0;
   if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
   // Only the stream's bytes count (core/conn/binding.h): the kernel's up to the peer's

@@ -45,7 +45,7 @@ long zero_length(int fd, Socket& s, Link& link, bool nonblock) {
   for (;;) {
     const uint32_t seen = link.signal.load();
     if (s.transport() == Transport::kernel) return api::sys(real.recv(fd, nullptr, 0, nonblock ? MSG_DONTWAIT : 0));
-    if (link.rd_shut || link.down.load()) return 0;
+    if (link.rd_shut || link.down()) return 0;
     long r = stream::readable(fd, s);
     if (r != 0) return r < 0 ? r : 0;
     char c;
@@ -85,7 +85,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   const bool peek = flags & MSG_PEEK;
   if (link.rd_shut) return {RxStep::done, static_cast<long>(got)};
   if (s.transport() == Transport::kernel) return {RxStep::kernel};
-  if (link.down.load(std::memory_order_relaxed)) return {RxStep::down};
+  if (link.down(std::memory_order_relaxed)) return {RxStep::down};
   const bool est = link.established();
   bool cut_known = false, from_ring = false, fin = false, dead = false, prove = false;
   down::Why why = down::Why::failed;
@@ -151,9 +151,9 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   // waits once the proof is all there is. Settled since the look above: look again,
   // at the cutover point it may have brought.
   if (!est && link.answered.load()) {
-    const Link::Phase phase = link.phase.load();
-    if (phase == Link::Phase::established) return {RxStep::again};
-    if (phase == Link::Phase::handshake) {
+    const ConnState now = link.state();
+    if (was_established(now)) return {RxStep::again};
+    if (now == ConnState::handshake) {
       size_t before = 0;
       const long k = peek_before_proof(fd, link, want, before);
       // A peek that found nothing stands for the read: one after it could take a
@@ -355,7 +355,7 @@ long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size
     const long r = receive(fd, s, iov, iovcnt, flags & ~MSG_WAITALL, total, 1, false);
     if (r <= 0 || static_cast<size_t>(r) >= want) return r;
     // Only the ring is peeked here; a receive on TCP is the kernel's own.
-    if (s.transport() != Transport::rdma || link.down.load() || link.rd_shut) return r;
+    if (s.transport() != Transport::rdma || link.down() || link.rd_shut) return r;
     {
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;

@@ -119,7 +119,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
   size_t sent = 0;
   Deadline deadline;
   for (;;) {
-    if (link.down.load(std::memory_order_relaxed) && !link.inherited)
+    if (link.down(std::memory_order_relaxed) && !link.inherited)
       return send_down(fd, s, link, iov, iovcnt, total, flags, nonblock, sent, deadline);
     const uint32_t seen = link.signal.load();
     size_t k = 0;
@@ -203,7 +203,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     const uint32_t seen = link.signal.load();
     bool dead = false;
     down::Why why = down::Why::failed;
-    if (link.down.load()) {
+    if (link.down()) {
       int err = 0;
       const down::Send how = down::look_tx(fd, link, err, true);
       if (how == down::Send::dead) return send_on_dead(fd, 0, 0);

@@ -156,12 +156,12 @@ uint64_t before_proof(int fd, const wire::Nonce& nonce, uint64_t n) noexcept {
 }
 
 uint64_t before_proof(int fd, const Link& link, uint64_t n) noexcept {
-  if (link.client || !link.answered.load() || link.phase.load() != Link::Phase::handshake) return n;
+  if (link.client || !link.answered.load() || link.state() != ConnState::handshake) return n;
   return before_proof(fd, link.welcome_nonce, n);
 }
 
 bool proof_only(int fd, const Link& link) noexcept {
-  if (link.client || !link.answered.load() || link.phase.load() != Link::Phase::handshake) return false;
+  if (link.client || !link.answered.load() || link.state() != ConnState::handshake) return false;
   uint8_t head[wire::kProofSize];
   const ssize_t k = real.recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
   return k > 0 && wire::proof_start(head, static_cast<size_t>(k), link.welcome_nonce) == 0;

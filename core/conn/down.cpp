@@ -137,7 +137,12 @@ bool done_locked(const DownState& st) {
 using namespace parts;
 
 void want(Link& link, Why why) noexcept {
-  if (link.down.exchange(true)) return;
+  if (!link.transition(ConnState::established, ConnState::downgrading)) {
+#if FERRY_CHECKS
+    if (!link.down()) contract_broken("a downgrade of a connection never established", __func__);
+#endif
+    return;  // going back already
+  }
   switch (why) {
     case Why::failed:
       stats::add(stats::g.downgrades_failover, 1);
@@ -222,8 +227,7 @@ void finish_if_done(Link& link) noexcept {
     std::lock_guard<Lock> lock(link.down_mu);
     if (!link.down_state || !done_locked(*link.down_state)) return;
   }
-  SocketRef s = link.socket.lock();
-  if (s && s->transition(Transport::rdma, Transport::kernel))
+  if (link.transition(ConnState::downgrading, ConnState::downgraded))
     FERRY_LOG(debug, "down", "connection is on kernel TCP again");
   close_dup(link);
   link.signal.bump();

@@ -40,7 +40,7 @@ Unflushed unflushed_st(uint64_t epoch) {
     detail::Conn& c = *entry.second;
     Link& link = *c.link;
     if (!link.channel || link.inherited) continue;
-    if (link.down.load()) {
+    if (link.down()) {
       // A backlog not built yet (a client that gave up waiting for its server's bound
       // just now, core/conn/binding.h) is built and started here, as the retiring poller
       // would, before it is judged.

@@ -102,9 +102,9 @@ long to_tcp(int fd, Socket& s) noexcept {
   const int64_t settle = now_us() + (static_cast<int64_t>(config().upgrade_timeout_ms) + 1000) * 1000;
   // A handshake in flight settles first: once the peer cut over, only this side can
   // tell it where to resend from.
-  while (link.phase.load() == Link::Phase::handshake && now_us() < settle) {
+  while (link.state() == ConnState::handshake && now_us() < settle) {
     const uint32_t seen = link.signal.load();
-    if (link.phase.load() != Link::Phase::handshake) break;
+    if (link.state() != ConnState::handshake) break;
     wait_for(link, seen, std::min<int64_t>(settle, now_us() + 10000));
   }
   if (s.transport() == Transport::kernel) return 0;
@@ -114,12 +114,12 @@ long to_tcp(int fd, Socket& s) noexcept {
     std::lock_guard<Lock> tx(s.tx_mu);
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
-    if (!link.down.load()) ch.progress_locked();
+    if (!link.down()) ch.progress_locked();
     // Both directions ended: nothing is left to carry on over TCP.
     if (link.fin_sent.load() && ch.peer_fin()) return 0;
     down::Why why = down::Why::failed;
     const bool read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
-    if (link.down.load() || down::leaving_locked(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
+    if (link.down() || down::leaving_locked(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
         !ch.hand_off_locked()) {
       // Already going back (failed over, the peer went back or handed over first), or
       // no hand-off message can go: that going back finishes before the socket leaves
@@ -325,11 +325,11 @@ void before_fork() noexcept {
   std::vector<std::shared_ptr<Link>> up;
   fd_table().for_each([&](int, const SocketRef& s) {
     const auto& l = s->link;
-    if (!l || l->inherited || l->owner || l->down.load()) return;
+    if (!l || l->inherited || l->owner || l->down()) return;
     // Upgraded, or in a handshake that may still cut over (one never used is the
     // child's to upgrade itself: reclaimable).
     const bool handshake = s->transport() == Transport::upgrading && l->arm.load() != Link::undecided &&
-                           l->phase.load() == Link::Phase::handshake;
+                           l->state() == ConnState::handshake;
     if ((l->established() && s->transport() == Transport::rdma) || handshake) up.push_back(l);
   });
   if (!up.empty()) {
@@ -397,7 +397,14 @@ bool ask_owner(Socket& s) noexcept {
     nanosleep(&pause, nullptr);
   }
   link.orphaned = false;
-  if (!s.transition(Transport::rdma, Transport::kernel)) s.transition(Transport::upgrading, Transport::kernel);
+  // Whatever the parent had reached when it forked, the owner made it TCP's.
+  switch (const ConnState now = link.state()) {
+    case ConnState::handshake: link.transition(now, ConnState::failed); break;
+    case ConnState::established:
+    case ConnState::downgrading: link.transition(now, ConnState::downgraded); break;
+    case ConnState::failed:
+    case ConnState::downgraded: break;
+  }
   return true;
 }
 

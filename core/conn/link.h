@@ -7,6 +7,7 @@
 #include "core/base/wait.h"
 #include "core/conn/channel.h"
 #include "core/conn/poller.h"
+#include "core/proto/conn_state.h"
 #include "core/proto/downgrade.h"
 
 #include <atomic>
@@ -58,17 +59,23 @@ struct DownState final : poller::Watcher {
 };
 
 struct Link {
-  enum class Phase : uint8_t {
-    handshake,    // rdma_cm exchange in flight; kernel TCP carries the bytes
-    established,  // the Channel works; the send side cuts over at the next chance
-    failed,       // gave up before establishment; the socket stays on TCP
-  };
-
   bool client = false;
-  std::atomic<Phase> phase{Phase::handshake};
+  // Where the connection is (core/proto/conn_state.h): changed only by transition().
+  ConnState state(std::memory_order o = std::memory_order_seq_cst) const noexcept { return state_.load(o); }
+  // Reached establishment: `channel` is there (it may be going back to TCP since).
+  bool established() const noexcept { return was_established(state(std::memory_order_acquire)); }
+  // Going, or gone, back to kernel TCP (core/conn/down.h).
+  bool down(std::memory_order o = std::memory_order_seq_cst) const noexcept { return is_down(state(o)); }
+  // The one way the state changes: iff it is `from` now. A move off the table
+  // (legal_move) is a broken contract: fatal in checked builds, refused and logged in
+  // others. The socket, while there, follows (its transport, transport_of).
+  bool transition(ConnState from, ConnState to) noexcept;
+  // Gives the socket (already `socket`) this link's transport, `upgrading`: false, and
+  // the link failed, if the socket is on TCP for good or has a link already.
+  bool attach(Socket& s) noexcept;
   // Bumped whenever anything a waiting thread cares about changed.
   Signal signal;
-  // Set by the poller before `phase` becomes established; not replaced afterwards.
+  // Set by the poller before `state` becomes established; not replaced afterwards.
   std::unique_ptr<Channel> channel;
   // The program's descriptor the poller watches for TCP data and hangups. Whoever
   // flips `watching` off removes the watch (the program's close does, before the
@@ -185,8 +192,6 @@ struct Link {
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 
-  // The connection leaves RDMA for TCP (core/conn/down.h): set once, by whoever saw why.
-  std::atomic<bool> down{false};
   // Set under the channel's lock when the send side left the ring: no cutover, no
   // byte goes into the ring from then on.
   std::atomic<bool> tx_left{false};
@@ -203,12 +208,14 @@ struct Link {
   Lock down_mu;
   std::unique_ptr<DownState> down_state;  // made at the first step, under down_mu
 
-  bool established() const { return phase.load(std::memory_order_acquire) == Phase::established; }
   Link() noexcept;
   ~Link();
   // Links alive in this process. While there are none, fork's handlers skip every
   // walk that looks for them.
   FERRY_FORK_PATH static long alive() noexcept;
+
+ private:
+  std::atomic<ConnState> state_{ConnState::handshake};
 };
 
 }  // namespace ferry

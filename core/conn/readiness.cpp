@@ -50,7 +50,7 @@ State of(int fd, Link& link) noexcept {
     st.events = kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
     return st;
   }
-  if (link.down.load(std::memory_order_relaxed)) return down::state(fd, link);
+  if (link.down(std::memory_order_relaxed)) return down::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
   uint64_t tcp_stream_left = UINT64_MAX;  // stream bytes the kernel socket may still hold

@@ -124,7 +124,7 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
 void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {
   FERRY_POLLER_ONLY();
   std::shared_ptr<Link> link = weak.lock();
-  if (!link || !link->proof_due.load() || link->down.load()) return;
+  if (!link || !link->proof_due.load() || link->down()) return;
   SocketRef s = link->socket.lock();
   if (!s) return;
   bool done = false;
@@ -146,7 +146,7 @@ void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {
 void cut_over_now(int fd, Socket& s, Link& link) noexcept {
   {
     std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-    if (tx.owns_lock() && !link.tx_cut && !link.down.load() && link.tcp_senders == 0 && link.established()) {
+    if (tx.owns_lock() && !link.tx_cut && !link.down() && link.tcp_senders == 0 && link.established()) {
       cut_over(fd, s, link);
       return;
     }
@@ -162,7 +162,7 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries) noex
   {
     std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
     if (tx.owns_lock()) {
-      if (link->tx_cut || link->down.load()) return;
+      if (link->tx_cut || link->down()) return;
       if (link->client && link->fin_sent.load()) {
         // Its TCP side ended before the upgrade settled: no proof can follow, so this
         // side never cuts over. The RDMA side goes: the server, seeing it go, reads TCP
@@ -197,7 +197,7 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries) noex
 }
 
 void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
-  if (link->client || !link->established() || link->down.load() || link->forged.load() || link->channel->trusted())
+  if (link->client || !link->established() || link->down() || link->forged.load() || link->channel->trusted())
     return;
   SocketRef s = link->socket.lock();
   if (!s) return;
@@ -228,7 +228,7 @@ void end_through_dup(Link& link) noexcept {
 
 void abort_if_unread(int fd, Socket& s) noexcept {
   Link& link = *s.link;
-  if (link.inherited || link.down.load() || s.transport() != Transport::rdma || !link.established()) return;
+  if (link.inherited || link.down() || s.transport() != Transport::rdma || !link.established()) return;
   {
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;

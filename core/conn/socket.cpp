@@ -20,25 +20,6 @@ const char* to_string(Role r) noexcept {
   return "?";
 }
 
-const char* to_string(Transport t) noexcept {
-  switch (t) {
-    case Transport::kernel: return "kernel";
-    case Transport::upgrading: return "upgrading";
-    case Transport::rdma: return "rdma";
-    case Transport::closing: return "closing";
-  }
-  return "?";
-}
-
-namespace {
-constexpr bool legal(Transport from, Transport to) {
-  using T = Transport;
-  return (from == T::kernel && (to == T::upgrading || to == T::closing)) ||
-         (from == T::upgrading && (to == T::rdma || to == T::kernel || to == T::closing)) ||
-         (from == T::rdma && (to == T::kernel || to == T::closing));
-}
-}  // namespace
-
 SocketRef make_socket(int family, Role role) {
   return SocketRef(new Socket(family, role),
                    [](Socket* s) { hazard::retire(s, [](void* p) { delete static_cast<Socket*>(p); }); });
@@ -69,9 +50,7 @@ namespace {
 std::atomic<uint64_t> g_transitions{0};
 }  // namespace
 
-bool Socket::transition(Transport from, Transport to) noexcept {
-  if (!legal(from, to)) return false;
-  if (to == Transport::upgrading && kernel_for_good.load(std::memory_order_acquire)) return false;
+bool Socket::project(Transport from, Transport to) noexcept {
   if (!transport_.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return false;
   g_transitions.fetch_add(1, std::memory_order_seq_cst);
   return true;

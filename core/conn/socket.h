@@ -5,6 +5,7 @@
 #include "core/base/fork_path.h"
 #include "core/base/generation.h"
 #include "core/base/lock.h"
+#include "core/proto/conn_state.h"
 
 #include <atomic>
 #include <cstdint>
@@ -23,16 +24,7 @@ enum class Role : uint8_t {
   passive,     // returned by accept()
 };
 
-// Where the byte stream travels. Changed only through Socket::transition().
-enum class Transport : uint8_t {
-  kernel,     // kernel TCP carries the bytes
-  upgrading,  // rdma_cm handshake in flight; kernel TCP still carries the bytes
-  rdma,       // cut over: the bytes travel through the rings
-  closing,
-};
-
 const char* to_string(Role r) noexcept;
-const char* to_string(Transport t) noexcept;
 
 class Socket {
  public:
@@ -46,11 +38,11 @@ class Socket {
   Role role() const noexcept { return role_.load(std::memory_order_acquire); }
   void set_role(Role r) noexcept { role_.store(r, std::memory_order_release); }
 
+  // Where the program's bytes travel: `kernel` without a link, else what the link's
+  // state projects to (transport_of, core/proto/conn_state.h). Written only by the
+  // link's moves (Link::attach, Link::transition), so it never disagrees with them.
   Transport transport() const noexcept { return transport_.load(std::memory_order_acquire); }
-  // The only way the transport changes: succeeds iff the legal edge `from -> to`
-  // is taken from the current state.
-  bool transition(Transport from, Transport to) noexcept;
-  // Transitions taken by every socket of the process so far: while it stands still, no
+  // Transport changes of every socket of the process so far: while it stands still, no
   // socket changed transport.
   static uint64_t transitions() noexcept;
 
@@ -90,6 +82,10 @@ class Socket {
   Lock rx_mu;
 
  private:
+  friend struct Link;
+  // Link's projection of its state: succeeds iff the transport was `from`.
+  bool project(Transport from, Transport to) noexcept;
+
   const int family_;
   std::atomic<Role> role_;
   std::atomic<Transport> transport_{Transport::kernel};

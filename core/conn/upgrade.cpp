@@ -111,7 +111,7 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
   link->tcp_received.store(received);
   auto c = make_conn(link, local, peer);
   s->link = link;
-  if (!s->transition(Transport::kernel, Transport::upgrading)) return nullptr;
+  if (!link->attach(*s)) return nullptr;
   // After the transition: a later setsockopt sees it and sets the link's copy itself.
   link->rcvlowat.store(s->rcvlowat.load());
   link->watcher = c.get();
@@ -139,7 +139,7 @@ void unwatch(Link& link) {
 void watch_now(Link& link) {
   std::lock_guard<Lock> lock(link.watch_mu);
   if (link.unwatched) return;
-  const uint32_t events = link.phase.load() == Link::Phase::handshake ? kWatchHandshake : kWatchLive;
+  const uint32_t events = link.state() == ConnState::handshake ? kWatchHandshake : kWatchLive;
   link.watch_idle.store(false);
   if (link.watching.load()) {
     poller::rewatch(link.fd, events, link.watcher);
@@ -206,9 +206,8 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   if (!c->closed) stats::add(reason, 1);  // a closed one was never the program's to keep
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u %s: %s", c->link->client ? "client" : "server", c->local_port,
             c->peer_port, c->closed ? "was closed; its answer" : "stays on TCP", why);
-  c->link->phase.store(Link::Phase::failed, std::memory_order_release);
-  if (SocketRef s = c->link->socket.lock(); s && s->transition(Transport::upgrading, Transport::kernel))
-    s->kernel_for_good.store(true, std::memory_order_release);
+  if (c->link->transition(ConnState::handshake, ConnState::failed))
+    if (SocketRef s = c->link->socket.lock()) s->kernel_for_good.store(true, std::memory_order_release);
   c->link->signal.bump();
   if (c->pending) rdma_disconnect(c->pending->id());
   drop_st(c);
@@ -223,9 +222,12 @@ void established_st(Conn* c) {
   c->link->channel = std::move(c->pending);
   st().live.insert(c->link.get());
   schedule_probe_st();
-  c->link->phase.store(Link::Phase::established, std::memory_order_release);
+  if (!c->link->transition(ConnState::handshake, ConnState::established)) {
+    FERRY_LOG(warn, "upgrade", "established a connection no longer in its handshake (%s)",
+              to_string(c->link->state()));
+    return;
+  }
   watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
-  s->transition(Transport::upgrading, Transport::rdma);
   signals::arm(flush_at_signal);
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u on RDMA", c->link->client ? "client" : "server", c->local_port, c->peer_port);
   send_side::cut_over_soon(c->link, *s);
@@ -259,7 +261,7 @@ bool note_spoke(Link& link) {
 
 void Conn::on_event_st(uint32_t) {
   FERRY_POLLER_ONLY();
-  if (link->phase.load() == Link::Phase::handshake) {
+  if (link->state() == ConnState::handshake) {
     note_spoke(*link);
     arm_deadline_st(this);
     // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
@@ -438,10 +440,10 @@ void server_listening(int fd, const SocketRef& s) noexcept {
 void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign, true); }
 
 bool forgo(Socket& s) noexcept {
-  if (!s.link || s.link->arm.load() != Link::undecided || !s.transition(Transport::upgrading, Transport::kernel))
+  if (!s.link || s.link->arm.load() != Link::undecided ||
+      !s.link->transition(ConnState::handshake, ConnState::failed))
     return false;
   // The poller's side of it (a request held for the first data call) times out.
-  s.link->phase.store(Link::Phase::failed, std::memory_order_release);
   s.kernel_for_good.store(true, std::memory_order_release);
   s.link->signal.bump();
   return true;
@@ -460,14 +462,14 @@ void after_fork_child() noexcept {
     s->link->watching.store(false);  // the parent's poller watches it, not ours
     s->link->unwatched = true;
     if (s->transport() == Transport::upgrading && s->link->arm.load() == Link::undecided &&
-        s->link->phase.load() == Link::Phase::handshake) {
+        s->link->state() == ConnState::handshake) {
       // Never used by the parent: the child's first data call upgrades it (reclaim()).
       s->link->reclaimable = true;
     } else if (s->link->owner) {
       // On the parent's hand-over board: the child's first use asks for it.
       s->link->orphaned = true;
-    } else if (s->transition(Transport::upgrading, Transport::kernel)) {
-      s->link->phase.store(Link::Phase::failed);
+    } else if (s->link->transition(ConnState::handshake, ConnState::failed)) {
+      // Committed by the parent and not established: TCP here.
     } else if (s->transport() == Transport::rdma) {
       s->link->orphaned = true;
     }
@@ -492,13 +494,13 @@ void closing(int fd, Socket& s, bool last) noexcept {
     answered = l.answered.load();
   }
   const bool rdma = s.transport() == Transport::rdma;
-  const bool unproven = l.established() && !l.channel->trusted();
+  const bool unproven = !l.inherited && l.established() && !l.channel->trusted();
   const bool proof_may_come = !l.client && !l.forged.load() && s.linger_s.load() != 0 &&
                               (l.established() ? unproven : answered);
-  if (!l.inherited && !l.down.load() && proof_may_come) down::prepare(fd, l);
-  if (!l.inherited && rdma && (l.down.load() || (l.client && unproven))) down::prepare(fd, l);
+  if (!l.inherited && !l.down() && proof_may_come) down::prepare(fd, l);
+  if (!l.inherited && rdma && (l.down() || (l.client && unproven))) down::prepare(fd, l);
   // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).
-  if (last && s.link->proof_due.load() && !s.link->down.load()) {
+  if (last && s.link->proof_due.load() && !s.link->down()) {
     std::lock_guard<Lock> tx(s.tx_mu);
     send_side::write_proof(fd, *s.link, true);
   }
@@ -527,7 +529,7 @@ void release(Socket& s) noexcept {
   uint8_t posted = Link::posted;
   if (link->launch.load(std::memory_order_relaxed) == posted && link->launch.compare_exchange_strong(posted, Link::let_go))
     return;
-  if (link->down.load()) {
+  if (link->down()) {
     down::released(*link);
   } else if (link->established()) {
     std::lock_guard<Lock> tx(s.tx_mu);
@@ -589,7 +591,7 @@ void on_cm_event_st(rdma_cm_event* ev) {
     c->link->signal.bump();
     return;
   }
-  if (c->link->phase.load() != Link::Phase::handshake) return;
+  if (c->link->state() != ConnState::handshake) return;
   if (c->link->client) {
     on_client_event_st(c, type, status, data, len);
   } else {

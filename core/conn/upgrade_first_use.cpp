@@ -71,8 +71,7 @@ void reclaim(int fd, Socket& s, const std::shared_ptr<Link>& link) {
   sockaddr_storage local, peer;
   uint64_t received = 0;
   if (!rdma_ready() || !addresses(fd, local, peer) || !tcp_counts(fd, link->client, link->tcp_sent, received)) {
-    link->phase.store(Link::Phase::failed);
-    s.transition(Transport::upgrading, Transport::kernel);
+    link->transition(ConnState::handshake, ConnState::failed);
     return;
   }
   link->tcp_received.store(received);

@@ -112,7 +112,7 @@ void sweep_deadlines_st() {
     if (!link) continue;
     auto it = st().conns.find(link.get());
     if (it == st().conns.end() || it->second->committed || it->second->parked ||
-        link->phase.load() != Link::Phase::handshake)
+        link->state() != ConnState::handshake)
       continue;
     fail_st(it->second.get(), stats::g.tcp_peer_refused, "no upgrade request from the peer");
   }

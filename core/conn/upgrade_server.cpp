@@ -117,7 +117,7 @@ void answer_st(const std::shared_ptr<Link>& link, Clock::time_point until) {
   // A handshake that never settles must not hold the receives for good.
   poller::at_st(Clock::now() + 2 * window(), [weak = std::weak_ptr<Link>(link)] {
     std::shared_ptr<Link> l = weak.lock();
-    if (!l || l->phase.load() != Link::Phase::handshake) return;
+    if (!l || l->state() != ConnState::handshake) return;
     auto at = st().conns.find(l.get());
     if (at == st().conns.end()) return;
     fail_st(at->second.get(), stats::g.tcp_timeout, "the answered handshake did not settle");

@@ -33,7 +33,7 @@ constexpr auto kProbeEvery = std::chrono::seconds(1);
 // bytes with it).
 void binding_tick_st(Link* l) {
   FERRY_POLLER_ONLY();
-  if (l->channel->trusted() || l->down.load()) return;
+  if (l->channel->trusted() || l->down()) return;
   auto it = st().conns.find(l);
   if (it == st().conns.end()) return;
   const Conn* c = it->second.get();
@@ -104,7 +104,7 @@ constexpr auto kProofAfterClose = 2 * binding::kPatience;
 bool proof_settled_st(Conn* c, Clock::time_point since) {
   FERRY_POLLER_ONLY();
   Link& l = *c->link;
-  if (l.client || !l.answered.load() || l.down.load() || l.forged.load() || Clock::now() - since > kProofAfterClose)
+  if (l.client || !l.answered.load() || l.down() || l.forged.load() || Clock::now() - since > kProofAfterClose)
     return true;
   Channel* ch = l.channel ? l.channel.get() : c->pending.get();
   if (!ch) return true;
@@ -133,7 +133,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
     poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
     return;
   }
-  if (link->channel && link->down.load()) {
+  if (link->channel && link->down()) {
     // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
     if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {
       poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
@@ -168,7 +168,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
     }
     down::close_dup(*link);  // kept for a binding that came (closing())
     rdma_disconnect(link->channel->id());
-  } else if (link->client && c->committed && link->phase.load() == Link::Phase::handshake) {
+  } else if (link->client && c->committed && link->state() == ConnState::handshake) {
     return await_answer_st(c);
   }
   drop_st(c);

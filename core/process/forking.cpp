@@ -73,7 +73,7 @@ void prepare() {
   }
   std::sort(h.links.begin(), h.links.end());
   h.links.erase(std::unique(h.links.begin(), h.links.end()), h.links.end());
-  // The channel is published before the phase says established, and only the poller
+  // The channel is published before the state says established, and only the poller
   // (held now) publishes it.
   for (auto& l : h.links)
     if (l->established() && !l->inherited) l->channel->mu().lock();
