@@ -75,69 +75,69 @@ std::unique_ptr<Channel> Channel::create(rdma::CmId id, uint64_t ring_size, std:
   }
   std::unique_ptr<Channel> c(new Channel);
   if (signal) c->signal_ = signal;
-  c->device_ = rdma::device_for(id->verbs, why);
-  if (!c->device_) return nullptr;
+  c->verbs_.device = rdma::device_for(id->verbs, why);
+  if (!c->verbs_.device) return nullptr;
   // A protection domain of its own: the peer's queue pair can reach this connection's
   // ring and nothing else of the process, whatever key it tries (docs/design.md,
   // "Threat model").
-  c->pd_.reset(ibv_alloc_pd(c->device_->context.get()));
-  if (!c->pd_) {
+  c->verbs_.pd.reset(ibv_alloc_pd(c->verbs_.device->context.get()));
+  if (!c->verbs_.pd) {
     why = std::string("ibv_alloc_pd: ") + strerror(errno);
     return nullptr;
   }
-  ibv_pd* pd = c->pd_.get();
-  c->rx_size_ = ring_size;
-  c->rx_buf_ = rdma::allocate(ring_size);
-  c->ctl_recv_buf_ = rdma::allocate(kRecvSlots * kSlot);
-  c->ctl_send_buf_ = rdma::allocate(kSendDepth * kSlot);
-  if (!c->rx_buf_ || !c->ctl_recv_buf_ || !c->ctl_send_buf_) {
+  ibv_pd* pd = c->verbs_.pd.get();
+  c->verbs_.rx_size = ring_size;
+  c->verbs_.rx_buf = rdma::allocate(ring_size);
+  c->verbs_.ctl_recv_buf = rdma::allocate(kRecvSlots * kSlot);
+  c->verbs_.ctl_send_buf = rdma::allocate(kSendDepth * kSlot);
+  if (!c->verbs_.rx_buf || !c->verbs_.ctl_recv_buf || !c->verbs_.ctl_send_buf) {
     why = "out of memory for the rings";
     return nullptr;
   }
-  c->rx_ = ring::RecordRing(c->rx_buf_.get(), ring_size);
+  c->recv_.ring = ring::RecordRing(c->verbs_.rx_buf.get(), ring_size);
   // Only the ring accepts remote writes; control buffers are local.
-  c->rx_mr_.reset(ibv_reg_mr(pd, c->rx_buf_.get(), ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  c->ctl_recv_mr_.reset(ibv_reg_mr(pd, c->ctl_recv_buf_.get(), kRecvSlots * kSlot, IBV_ACCESS_LOCAL_WRITE));
-  c->ctl_send_mr_.reset(ibv_reg_mr(pd, c->ctl_send_buf_.get(), kSendDepth * kSlot, 0));
-  if (!c->rx_mr_ || !c->ctl_recv_mr_ || !c->ctl_send_mr_) {
+  c->verbs_.rx_mr.reset(ibv_reg_mr(pd, c->verbs_.rx_buf.get(), ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  c->verbs_.ctl_recv_mr.reset(ibv_reg_mr(pd, c->verbs_.ctl_recv_buf.get(), kRecvSlots * kSlot, IBV_ACCESS_LOCAL_WRITE));
+  c->verbs_.ctl_send_mr.reset(ibv_reg_mr(pd, c->verbs_.ctl_send_buf.get(), kSendDepth * kSlot, 0));
+  if (!c->verbs_.rx_mr || !c->verbs_.ctl_recv_mr || !c->verbs_.ctl_send_mr) {
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return nullptr;
   }
   c->pin(ring_size + kRecvSlots * kSlot + kSendDepth * kSlot);
   FERRY_LOG(debug, "rdma", "ring of %llu bytes at %#llx, rkey %#x", static_cast<unsigned long long>(ring_size),
-            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(c->rx_buf_.get())), c->rx_mr_->rkey);
-  ibv_context* verbs = c->device_->context.get();
-  c->cq_.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, static_cast<poller::Notified*>(c.get()), c->device_->events.get(), 0));
-  if (!c->cq_) {
+            static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(c->verbs_.rx_buf.get())), c->verbs_.rx_mr->rkey);
+  ibv_context* verbs = c->verbs_.device->context.get();
+  c->verbs_.cq.reset(ibv_create_cq(verbs, kSendDepth + kRecvSlots + 16, static_cast<poller::Notified*>(c.get()), c->verbs_.device->events.get(), 0));
+  if (!c->verbs_.cq) {
     why = std::string("ibv_create_cq: ") + strerror(errno);
     return nullptr;
   }
   ibv_qp_init_attr attr{};
-  attr.send_cq = attr.recv_cq = c->cq_.get();
+  attr.send_cq = attr.recv_cq = c->verbs_.cq.get();
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = kSendDepth;
   attr.cap.max_recv_wr = kRecvSlots;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = kInlineWanted;
-  c->qp_.reset(ibv_create_qp(pd, &attr));
-  if (!c->qp_) {
+  c->verbs_.qp.reset(ibv_create_qp(pd, &attr));
+  if (!c->verbs_.qp) {
     attr.cap.max_inline_data = 0;
-    c->qp_.reset(ibv_create_qp(pd, &attr));
-    if (!c->qp_) {
+    c->verbs_.qp.reset(ibv_create_qp(pd, &attr));
+    if (!c->verbs_.qp) {
       why = std::string("ibv_create_qp: ") + strerror(errno);
       return nullptr;
     }
   }
   // Receive requests can be posted from INIT on.
-  if (!move_qp(id.get(), c->qp_.get(), IBV_QPS_INIT, why)) return nullptr;
-  c->max_inline_ = attr.cap.max_inline_data;
-  c->id_ = std::move(id);
+  if (!move_qp(id.get(), c->verbs_.qp.get(), IBV_QPS_INIT, why)) return nullptr;
+  c->send_.max_inline = attr.cap.max_inline_data;
+  c->verbs_.id = std::move(id);
   static_assert(kRecvSlots % kRepostBatch == 0);
   std::lock_guard<Lock> lock(c->mu_);  // nobody else has it yet: for the calls' contract
   for (int i = 0; i < kRecvSlots; ++i) {
-    c->repost_[c->repost_n_++] = i;
-    if (c->repost_n_ == kRepostBatch && !c->flush_reposts_locked()) {
+    c->recv_.repost[c->recv_.repost_n++] = i;
+    if (c->recv_.repost_n == kRepostBatch && !c->flush_reposts_locked()) {
       why = std::string("ibv_post_recv: ") + strerror(errno);
       return nullptr;
     }
@@ -150,26 +150,26 @@ bool Channel::handshake_gone(const std::string& why) { return why.rfind(kNoAttri
 
 bool Channel::activate(std::string& why) {
   // INIT again first: only now does rdma_cm grant the remote write access.
-  return move_qp(id_.get(), qp_.get(), IBV_QPS_INIT, why) && move_qp(id_.get(), qp_.get(), IBV_QPS_RTR, why) &&
-         move_qp(id_.get(), qp_.get(), IBV_QPS_RTS, why);
+  return move_qp(verbs_.id.get(), verbs_.qp.get(), IBV_QPS_INIT, why) && move_qp(verbs_.id.get(), verbs_.qp.get(), IBV_QPS_RTR, why) &&
+         move_qp(verbs_.id.get(), verbs_.qp.get(), IBV_QPS_RTS, why);
 }
 
 void Channel::stop_locked() {
   FERRY_HELD(mu_);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
-  if (ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE) != 0) fail_locked(std::string("ibv_modify_qp: ") + strerror(errno));
+  if (ibv_modify_qp(verbs_.qp.get(), &a, IBV_QP_STATE) != 0) fail_locked(std::string("ibv_modify_qp: ") + strerror(errno));
 }
 
 // Channels that saw completion events are destroyed on the poller thread only; the
 // others were never among the poller's.
 Channel::~Channel() {
-  if (known_to_poller_) poller::forget_st(this);
-  g_pinned.fetch_sub(pinned_, std::memory_order_relaxed);
+  if (note_.known_to_poller) poller::forget_st(this);
+  g_pinned.fetch_sub(verbs_.pinned, std::memory_order_relaxed);
 }
 
 void Channel::pin(uint64_t bytes) {
-  pinned_ += bytes;
+  verbs_.pinned += bytes;
   const uint64_t now = g_pinned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   uint64_t most = stats::g.rdma_registered_most.load(std::memory_order_relaxed);
   while (now > most && !stats::g.rdma_registered_most.compare_exchange_weak(most, now, std::memory_order_relaxed)) {
@@ -177,17 +177,17 @@ void Channel::pin(uint64_t bytes) {
 }
 
 bool Channel::use_ring(uint64_t size, std::string& why) {
-  if (!ring::valid_capacity(size) || size > rx_mr_->length) {
-    why = "the peer would use " + std::to_string(size) + " bytes of a ring of " + std::to_string(rx_mr_->length);
+  if (!ring::valid_capacity(size) || size > verbs_.rx_mr->length) {
+    why = "the peer would use " + std::to_string(size) + " bytes of a ring of " + std::to_string(verbs_.rx_mr->length);
     return false;
   }
-  rx_size_ = size;
-  rx_ = ring::RecordRing(rx_buf_.get(), size);
+  verbs_.rx_size = size;
+  recv_.ring = ring::RecordRing(verbs_.rx_buf.get(), size);
   return true;
 }
 
 wire::RingRef Channel::local_ring() const {
-  return {reinterpret_cast<uint64_t>(rx_buf_.get()), rx_mr_->rkey, rx_size_};
+  return {reinterpret_cast<uint64_t>(verbs_.rx_buf.get()), verbs_.rx_mr->rkey, verbs_.rx_size};
 }
 
 bool Channel::prepare_staging(uint64_t size, std::string& why) {
@@ -195,13 +195,13 @@ bool Channel::prepare_staging(uint64_t size, std::string& why) {
     why = "ring size out of range";
     return false;
   }
-  tx_buf_ = rdma::allocate(size);
-  if (!tx_buf_) {
+  verbs_.tx_buf = rdma::allocate(size);
+  if (!verbs_.tx_buf) {
     why = "out of memory for the send staging area";
     return false;
   }
-  tx_mr_.reset(ibv_reg_mr(pd_.get(), tx_buf_.get(), size, 0));
-  if (!tx_mr_) {
+  verbs_.tx_mr.reset(ibv_reg_mr(verbs_.pd.get(), verbs_.tx_buf.get(), size, 0));
+  if (!verbs_.tx_mr) {
     why = std::string("ibv_reg_mr: ") + strerror(errno);
     return false;
   }
@@ -210,21 +210,21 @@ bool Channel::prepare_staging(uint64_t size, std::string& why) {
 }
 
 bool Channel::set_peer(const wire::RingRef& peer, std::string& why) {
-  if (!tx_mr_ && !prepare_staging(peer.size, why)) return false;
-  if (!ring::valid_capacity(peer.size) || peer.size > tx_mr_->length) {
+  if (!verbs_.tx_mr && !prepare_staging(peer.size, why)) return false;
+  if (!ring::valid_capacity(peer.size) || peer.size > verbs_.tx_mr->length) {
     why = "peer ring larger than the staging area";
     return false;
   }
-  tx_ = ring::TxWindow(peer.size);
-  max_record_ = peer.size / 4;
-  peer_addr_ = peer.addr;
-  peer_rkey_ = peer.rkey;
-  peer_known_ = true;
+  send_.ring = ring::TxWindow(peer.size);
+  send_.max_record = peer.size / 4;
+  send_.peer_addr = peer.addr;
+  send_.peer_rkey = peer.rkey;
+  send_.peer_known = true;
   return true;
 }
 
 uint64_t Channel::registered_bytes() const {
-  return pinned_;
+  return verbs_.pinned;
 }
 
 void Channel::fail_locked(const std::string& why) {
@@ -232,8 +232,8 @@ void Channel::fail_locked(const std::string& why) {
   if (!error_.empty()) return;
   error_ = why;
   FERRY_LOG(info, "channel", "connection failed: %s", why.c_str());
-  ++rx_events_;
-  ++tx_events_;
+  ++note_.rx_events;
+  ++note_.tx_events;
   signal_->bump();
 }
 

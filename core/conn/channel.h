@@ -74,8 +74,8 @@ class Channel : public poller::Notified {
                                          Signal* signal = nullptr);
   ~Channel();
 
-  rdma_cm_id* id() const { return id_.get(); }
-  uint32_t qp_num() const { return qp_->qp_num; }
+  rdma_cm_id* id() const { return verbs_.id.get(); }
+  uint32_t qp_num() const { return verbs_.qp->qp_num; }
   // Whether a failure `why` of create() or activate() means rdma_cm no longer holds the
   // connection's attributes (the peer gave up or refused meanwhile), rather than a
   // resource that ran out.
@@ -105,37 +105,37 @@ class Channel : public poller::Notified {
   // made while the handshake builds the channel, before another thread can see it.
   // The client: its Proof's secret, which the server must send back (Op::bound).
   void await_bound(const wire::Nonce& nonce, uint64_t secret) {
-    trusted_.store(false, std::memory_order_release);
-    held_ = true;
-    nonce_ = nonce;
-    secret_ = secret;
+    bind_.trusted.store(false, std::memory_order_release);
+    bind_.held = true;
+    bind_.nonce = nonce;
+    bind_.secret = secret;
   }
   // What the client writes into TCP at its cutover point.
-  wire::Proof proof() const { return {nonce_, secret_}; }
+  wire::Proof proof() const { return {bind_.nonce, bind_.secret}; }
   // The server: the nonce its Welcome carried, which the client's Proof must name.
   void await_proof(const wire::Nonce& nonce) {
-    trusted_.store(false, std::memory_order_release);
-    nonce_ = nonce;
+    bind_.trusted.store(false, std::memory_order_release);
+    bind_.nonce = nonce;
   }
-  const wire::Nonce& nonce() const { return nonce_; }
+  const wire::Nonce& nonce() const { return bind_.nonce; }
   // The server read the client's Proof on TCP: the channel is trusted, and the client is
   // told so (with its secret) before anything else of ours. False if it cannot go.
   bool proven_locked(uint64_t secret);
-  bool trusted() const { return trusted_.load(std::memory_order_acquire); }
+  bool trusted() const { return bind_.trusted.load(std::memory_order_acquire); }
 
   Lock& mu() { return mu_; }
   Signal& signal() { return *signal_; }
-  ibv_cq* cq() const { return cq_.get(); }
+  ibv_cq* cq() const { return verbs_.cq.get(); }
   // Send requests posted and not yet completed; 0 means everything reached the peer.
-  int sq_outstanding_locked() const { FERRY_HELD(mu_); return sq_outstanding_; }
+  int sq_outstanding_locked() const { FERRY_HELD(mu_); return send_.sq_outstanding; }
   // Send requests posted since the channel began, and those of them completed.
-  uint64_t posted_locked() const { FERRY_HELD(mu_); return posted_; }
-  uint64_t completed_locked() const { FERRY_HELD(mu_); return posted_ - static_cast<uint64_t>(sq_outstanding_); }
+  uint64_t posted_locked() const { FERRY_HELD(mu_); return send_.posted; }
+  uint64_t completed_locked() const { FERRY_HELD(mu_); return send_.posted - static_cast<uint64_t>(send_.sq_outstanding); }
   // Asks for a completion of everything posted so far (used before teardown).
   bool flush_locked();
   // Whether requests were posted since the last signaled one: no completion will come
   // for them until flush_locked() (or a later signaled request) asks for one.
-  bool unsignaled_locked() const { FERRY_HELD(mu_); return unsignaled_ > 0; }
+  bool unsignaled_locked() const { FERRY_HELD(mu_); return send_.unsignaled > 0; }
 
   // Takes up to `max` bytes from iov: into the peer's ring while it has room and
   // nothing waits before them, the rest into the send queue up to its limit (drained
@@ -146,18 +146,18 @@ class Channel : public poller::Notified {
   // queued, else (or if more) the send queue's room.
   size_t room_locked() const {
     FERRY_HELD(mu_);
-    size_t room = queue_limit_ > queue_.size() ? queue_limit_ - queue_.size() : 0;
-    if (queue_.empty() && !held_ && peer_known_ && tx_.space() > 4 * ring::kUnit && sq_outstanding_ + ring::kMaxRecords <= kSendDepth) {
-      const uint64_t ring = std::min<uint64_t>(max_record_, tx_.space() - 4 * ring::kUnit);
+    size_t room = send_.queue_limit > send_.queue.size() ? send_.queue_limit - send_.queue.size() : 0;
+    if (send_.queue.empty() && !bind_.held && send_.peer_known && send_.ring.space() > 4 * ring::kUnit && send_.sq_outstanding + ring::kMaxRecords <= kSendDepth) {
+      const uint64_t ring = std::min<uint64_t>(send_.max_record, send_.ring.space() - 4 * ring::kUnit);
       if (ring > room) room = ring;
     }
     return room;
   }
   // How many bytes the send queue may hold beyond the peer's ring (send_queue_limit).
-  void set_queue_limit_locked(uint64_t bytes) { FERRY_HELD(mu_); queue_limit_ = bytes; }
+  void set_queue_limit_locked(uint64_t bytes) { FERRY_HELD(mu_); send_.queue_limit = bytes; }
   // Bytes accepted from the program that have not been written into the peer's ring.
-  size_t unsent_locked() const { FERRY_HELD(mu_); return queue_.size(); }
-  uint64_t peer_ring_locked() const { FERRY_HELD(mu_); return tx_.capacity(); }
+  size_t unsent_locked() const { FERRY_HELD(mu_); return send_.queue.size(); }
+  uint64_t peer_ring_locked() const { FERRY_HELD(mu_); return send_.ring.capacity(); }
   // No more data: the fin goes once the send queue has drained into the ring (the
   // final cursor names every byte). False if the connection failed.
   bool finish_locked();
@@ -166,11 +166,11 @@ class Channel : public poller::Notified {
   // it from its TCP socket (the reset) once the RDMA side disconnects.
   void abort_locked() {
     FERRY_HELD(mu_);
-    queue_.pop(queue_.size());
-    fin_pending_ = false;
+    send_.queue.pop(send_.queue.size());
+    send_.fin_pending = false;
   }
   // Everything accepted was written and the fin (if asked for) posted.
-  bool drained_locked() const { FERRY_HELD(mu_); return queue_.empty() && !fin_pending_; }
+  bool drained_locked() const { FERRY_HELD(mu_); return send_.queue.empty() && !send_.fin_pending; }
   // Copies up to the iov's size from the ring; `peek` leaves the bytes in place.
   size_t recv_locked(const iovec* iov, int iovcnt, bool peek);
   // Whether send_locked would take all n bytes as things stand, so that a writer need not
@@ -178,15 +178,15 @@ class Channel : public poller::Notified {
   // poller take care of the news). Two records at most, a footer and a unit's padding each.
   bool fits_locked(size_t n) const {
     FERRY_HELD(mu_);
-    if (!queue_.empty() || held_) return queue_.size() + n <= queue_limit_;
-    return peer_known_ && n <= max_record_ && tx_.space() >= n + 4 * ring::kUnit &&
-           sq_outstanding_ + ring::kMaxRecords <= kSendDepth;
+    if (!send_.queue.empty() || bind_.held) return send_.queue.size() + n <= send_.queue_limit;
+    return send_.peer_known && n <= send_.max_record && send_.ring.space() >= n + 4 * ring::kUnit &&
+           send_.sq_outstanding + ring::kMaxRecords <= kSendDepth;
   }
-  size_t readable_locked() const { FERRY_HELD(mu_); return rx_left_ || !trusted() ? 0 : rx_.readable(); }
+  size_t readable_locked() const { FERRY_HELD(mu_); return recv_.left || !trusted() ? 0 : recv_.ring.readable(); }
   // The ring is at least half taken by what was not read: the peer may have no room to
   // send more until some is. A reader waiting for more than that (SO_RCVLOWAT, a
   // peek) is woken as a kernel's full receive queue wakes it.
-  bool rx_half_full_locked() const { FERRY_HELD(mu_); return 2 * rx_.cursors().readable() >= rx_.cursors().capacity(); }
+  bool rx_half_full_locked() const { FERRY_HELD(mu_); return 2 * recv_.ring.cursors().readable() >= recv_.ring.cursors().capacity(); }
   // Takes in the records that landed since the last look, without polling the CQ: bytes
   // only. True when some did.
   bool scan_locked();
@@ -195,19 +195,19 @@ class Channel : public poller::Notified {
   // Ring and send queue count as one buffer, as the kernel's send buffer does.
   bool writable_locked() const {
     FERRY_HELD(mu_);
-    const uint64_t queued = tx_.in_flight() + queue_.size(), room = (held_ ? 0 : tx_.capacity()) + queue_limit_;
-    return peer_known_ && queued < room && (room - queued) * 2 >= queued;
+    const uint64_t queued = send_.ring.in_flight() + send_.queue.size(), room = (bind_.held ? 0 : send_.ring.capacity()) + send_.queue_limit;
+    return send_.peer_known && queued < room && (room - queued) * 2 >= queued;
   }
   // Counters of the events edge-triggered readiness reports: bytes, end of stream or
   // failure arriving (rx), and space opening up for a writer that found the ring full (tx).
-  uint32_t rx_events_locked() const { FERRY_HELD(mu_); return rx_events_; }
-  uint32_t tx_events_locked() const { FERRY_HELD(mu_); return tx_events_; }
+  uint32_t rx_events_locked() const { FERRY_HELD(mu_); return note_.rx_events; }
+  uint32_t tx_events_locked() const { FERRY_HELD(mu_); return note_.tx_events; }
   // The peer has not reported consuming everything we sent. A peer that vanished (its
   // process killed) in that state left bytes unread, and kernel TCP would have reset
   // the connection rather than end it; a reader reports its consumption before it
   // sleeps, so a peer killed while waiting for data is seen to have read everything.
-  bool peer_left_unread_locked() const { FERRY_HELD(mu_); return tx_.in_flight() > 0 || !queue_.empty(); }
-  uint64_t written_locked() const { FERRY_HELD(mu_); return tx_.written(); }
+  bool peer_left_unread_locked() const { FERRY_HELD(mu_); return send_.ring.in_flight() > 0 || !send_.queue.empty(); }
+  uint64_t written_locked() const { FERRY_HELD(mu_); return send_.ring.written(); }
   bool post_control_locked(wire::Op op, uint64_t value) {
     FERRY_HELD(mu_);
     return post_control_locked(wire::Control{op, value});
@@ -215,22 +215,22 @@ class Channel : public poller::Notified {
   // `confirm`: the message's own completion is asked for, and once it comes
   // confirmed_locked() is true (the peer has it).
   bool post_control_locked(const wire::Control& c, bool confirm = false);
-  bool confirmed_locked() const { FERRY_HELD(mu_); return confirmed_; }
+  bool confirmed_locked() const { FERRY_HELD(mu_); return send_.confirmed; }
   // The connection is handed to TCP (core/conn/down.h): tells the peer how many payload
   // bytes were read from the ring, and reads no more from it; the peer resends the rest
   // over TCP. handed_off_locked() once the peer has the message. False if it cannot go.
   bool hand_off_locked();
-  bool handed_off_locked() const { FERRY_HELD(mu_); return handoff_confirmed_; }
+  bool handed_off_locked() const { FERRY_HELD(mu_); return send_.handoff_confirmed; }
   // The peer handed the connection to TCP, having read peer_handoff_read() payload
   // bytes of ours from its ring.
-  bool peer_handoff() const { return peer_handoff_; }
-  uint64_t peer_handoff_read() const { return peer_handoff_read_; }
+  bool peer_handoff() const { return recv_.peer_handoff; }
+  uint64_t peer_handoff_read() const { return recv_.peer_handoff_read; }
 
   // What a downgrade needs (core/conn/down.h). Payload bytes taken into the peer's ring and
   // read out of ours since the connection was upgraded:
-  uint64_t payload_written_locked() const { FERRY_HELD(mu_); return payload_written_; }
-  uint64_t payload_read_locked() const { FERRY_HELD(mu_); return payload_read_; }
-  uint64_t ring_size() const { return rx_size_; }
+  uint64_t payload_written_locked() const { FERRY_HELD(mu_); return send_.payload_written; }
+  uint64_t payload_read_locked() const { FERRY_HELD(mu_); return recv_.payload_read; }
+  uint64_t ring_size() const { return verbs_.rx_size; }
   // Appends to `out` the payload of every record the peer has not credited (read back
   // from the staging area), then the send queue, which is emptied; no more bytes go
   // into the ring after this. Returns how many of them were the ring's, or -1 when
@@ -256,7 +256,7 @@ class Channel : public poller::Notified {
   // poller::Notified: the two above, under the channel's lock.
   bool on_notified_now_st() noexcept override {
     FERRY_POLLER_ONLY();
-    known_to_poller_ = true;
+    note_.known_to_poller = true;
     std::lock_guard<Lock> lock(mu_);
     return on_notified_locked();
   }
@@ -273,9 +273,9 @@ class Channel : public poller::Notified {
   void probe_locked();
 
   // What the peer told us (valid under mu).
-  bool peer_cutover_known() const { return peer_cutover_known_; }
-  uint64_t peer_cutover() const { return peer_cutover_; }
-  bool peer_fin() const { return peer_fin_ && trusted(); }
+  bool peer_cutover_known() const { return recv_.peer_cutover_known; }
+  uint64_t peer_cutover() const { return recv_.peer_cutover; }
+  bool peer_fin() const { return recv_.peer_fin && trusted(); }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   void fail_locked(const std::string& why);
@@ -297,69 +297,92 @@ class Channel : public poller::Notified {
   void arm_locked();
   void arm_and_poll_locked();
   void give_credit_locked();
+  void pin(uint64_t bytes);
+
+  // The verbs objects, in the order they are made; destroyed the other way (the QP
+  // first, the protection domain last).
+  struct Verbs {
+    rdma::Device* device = nullptr;
+    rdma::Pd pd;  // the connection's own (create()); outlives everything registered in it
+    uint64_t pinned = 0;
+    rdma::Buffer rx_buf, tx_buf, ctl_recv_buf, ctl_send_buf;
+    uint64_t rx_size = 0;
+    rdma::Mr rx_mr, tx_mr, ctl_recv_mr, ctl_send_mr;
+    rdma::Cq cq;
+    rdma::CmId id;
+    rdma::Qp qp;  // declared last: destroyed first
+  };
+  // The sending half: the peer's ring as we see it (our writes, its credits), the send
+  // queue behind it, and the send queue pair's requests.
+  struct Send {
+    ring::TxWindow ring{ring::kMinCapacity};
+    bool peer_known = false;
+    uint64_t peer_addr = 0;
+    uint32_t peer_rkey = 0;
+    uint64_t max_record = 0;  // payload bytes per record: a quarter of the peer's ring
+    uint32_t max_inline = 0;
+    int sq_outstanding = 0;
+    uint64_t posted = 0;  // every request posted, for completed_locked()
+    int unsignaled = 0;
+    int ctl_next = 0;
+    // Our side of the flow-control conversation (credits, blocked, sleep and wake:
+    // core/proto/flow.h), and the tick that probes a silent peer.
+    flow::Sender flow;
+    flow::Prober prober;
+    bool starved = false;
+    // Bytes the ring had no room for yet, and how many it may hold.
+    SendQueue queue;
+    uint64_t queue_limit = 0;
+    bool fin_pending = false;        // finish_locked() waits for the queue to drain
+    bool confirmed = false;          // a confirm message's completion came
+    bool handoff_confirmed = false;  // the hand-off message's completion came
+    bool left = false;               // take_unacked_locked() ran: the ring takes no more
+    uint64_t payload_written = 0;
+    bool writing = false;  // inside write_locked: the ring's next records are being planned
+  };
+  // The receiving half: our ring, the receive requests, what the peer told us.
+  struct Recv {
+    ring::RecordRing ring{nullptr, ring::kMinCapacity};
+    int repost[kRepostBatch] = {};
+    int repost_n = 0;
+    flow::Receiver flow;
+    bool peer_cutover_known = false;
+    uint64_t peer_cutover = 0;
+    bool peer_fin = false;
+    bool left = false;  // hand_off_locked() ran: the ring is read no more
+    bool peer_handoff = false;
+    uint64_t peer_handoff_read = 0;
+    uint64_t payload_read = 0;
+  };
+  // Completion notification: whether it is armed, who polled since, and the counters of
+  // what edge-triggered readiness reports.
+  struct Notify {
+    bool armed = false;  // a completion will raise an event
+    // The poller handled a notification of it, so may hold it among its unarmed ones:
+    // such a channel is destroyed on the poller thread, which forgets it there. Poller only.
+    bool known_to_poller = false;
+    uint64_t polls = 0;  // progress_locked calls, by anyone
+    uint32_t looks = 0;  // look_locked calls
+    uint64_t polls_seen = 0, polls_at_event = ~uint64_t{0};
+    uint32_t rx_events = 0, tx_events = 0;
+  };
+  // Binding: see await_bound / await_proof.
+  struct Bind {
+    std::atomic<bool> trusted{true};
+    bool held = false;
+    uint64_t secret = 0;
+    wire::Nonce nonce{};
+  };
 
   Lock mu_;
   Signal own_signal_;
   Signal* signal_ = &own_signal_;
-  rdma::Device* device_ = nullptr;
-  rdma::Pd pd_;  // the connection's own (create()); outlives everything registered in it
-  uint64_t pinned_ = 0;
-  void pin(uint64_t bytes);
-
-  rdma::Buffer rx_buf_, tx_buf_, ctl_recv_buf_, ctl_send_buf_;
-  uint64_t rx_size_ = 0;
-  rdma::Mr rx_mr_, tx_mr_, ctl_recv_mr_, ctl_send_mr_;
-  rdma::Cq cq_;
-  rdma::CmId id_;
-  rdma::Qp qp_;  // declared last: destroyed first
-
-  ring::RecordRing rx_{nullptr, ring::kMinCapacity};
-  ring::TxWindow tx_{ring::kMinCapacity};
-  bool peer_known_ = false;
-  uint64_t peer_addr_ = 0;
-  uint32_t peer_rkey_ = 0;
-  uint64_t max_record_ = 0;  // payload bytes per record: a quarter of the peer's ring
-  uint32_t max_inline_ = 0;
-  int sq_outstanding_ = 0;
-  uint64_t posted_ = 0;  // every request posted, for completed_locked()
-  int unsignaled_ = 0;
-  int ctl_next_ = 0;
-  int repost_[kRepostBatch] = {};
-  int repost_n_ = 0;
-  // The flow-control conversation (credits, blocked, sleep and wake): core/proto/flow.h.
-  flow::Sender tx_flow_;
-  flow::Receiver rx_flow_;
-  flow::Prober prober_;
-  bool peer_cutover_known_ = false;
-  uint64_t peer_cutover_ = 0;
-  bool peer_fin_ = false;
-  bool tx_starved_ = false;
-  // Bytes the ring had no room for yet, and how many it may hold.
-  SendQueue queue_;
-  uint64_t queue_limit_ = 0;
-  bool fin_pending_ = false;  // finish_locked() waits for the queue to drain
-  bool confirmed_ = false;    // a confirm message's completion came
-  bool rx_left_ = false;      // hand_off_locked() ran: the ring is read no more
-  bool handoff_confirmed_ = false;
-  bool peer_handoff_ = false;
-  uint64_t peer_handoff_read_ = 0;
-  bool left_ = false;         // take_unacked_locked() ran: the ring takes no more
-  uint64_t payload_written_ = 0, payload_read_ = 0;
-  bool writing_ = false;      // inside write_locked: the ring's next records are being planned
-  bool armed_ = false;  // a completion will raise an event
-  // The poller handled a notification of it, so may hold it among its unarmed ones:
-  // such a channel is destroyed on the poller thread, which forgets it there. Poller only.
-  bool known_to_poller_ = false;
-  uint64_t polls_ = 0;  // progress_locked calls, by anyone
-  uint32_t looks_ = 0;  // look_locked calls
-  uint64_t polls_seen_ = 0, polls_at_event_ = ~uint64_t{0};
-  uint32_t rx_events_ = 0, tx_events_ = 0;
+  Verbs verbs_;
+  Recv recv_;
+  Send send_;
+  Notify note_;
   std::string error_;
-  // Binding: see await_bound / await_proof.
-  std::atomic<bool> trusted_{true};
-  bool held_ = false;
-  uint64_t secret_ = 0;
-  wire::Nonce nonce_{};
+  Bind bind_;
 };
 
 }  // namespace ferry

@@ -18,8 +18,8 @@ using namespace channel_parts;
 
 void Channel::arm_locked() {
   FERRY_HELD(mu_);
-  if (armed_) return;
-  armed_ = ibv_req_notify_cq(cq_.get(), 0) == 0;
+  if (note_.armed) return;
+  note_.armed = ibv_req_notify_cq(verbs_.cq.get(), 0) == 0;
 }
 
 // Arms the CQ for the credits that drain the send queue, then polls once: a credit that
@@ -34,15 +34,15 @@ void Channel::prepare_sleep_locked() {
   FERRY_HELD(mu_);
   // A reader about to sleep reports everything it consumed, so that if its process
   // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_locked).
-  if (rx_.cursors().uncredited() && !failed()) give_credit_locked();
+  if (recv_.ring.cursors().uncredited() && !failed()) give_credit_locked();
   arm_locked();
   progress_locked();
   // Writes landing from here on raise no completion unless the peer knows we sleep; it
   // compares where we looked with what it wrote, so nothing written meanwhile is missed.
-  if (!failed() && peer_known_) {
-    if (const uint32_t k = rx_flow_.sleep_count(rx_.records())) {
-      if (post_control_locked(wire::Control{wire::Op::sleep, rx_.produced(), k})) {
-        rx_flow_.slept(k);
+  if (!failed() && send_.peer_known) {
+    if (const uint32_t k = recv_.flow.sleep_count(recv_.ring.records())) {
+      if (post_control_locked(wire::Control{wire::Op::sleep, recv_.ring.produced(), k})) {
+        recv_.flow.slept(k);
         stats::add(stats::g.sleep_notices, 1);
       }
     }
@@ -52,31 +52,31 @@ void Channel::prepare_sleep_locked() {
 
 bool Channel::on_notified_locked() {
   FERRY_HELD(mu_);
-  armed_ = false;
-  const uint64_t before = polls_;
+  note_.armed = false;
+  const uint64_t before = note_.polls;
   progress_locked();
-  polls_seen_ = polls_;
-  if (signal_->wanted() || before == polls_at_event_) {
+  note_.polls_seen = note_.polls;
+  if (signal_->wanted() || before == note_.polls_at_event) {
     prepare_sleep_locked();
   } else if (!drained_locked()) {
     arm_and_poll_locked();  // the credits that drain the send queue must wake us
   }
-  polls_at_event_ = polls_;
-  return !armed_;
+  note_.polls_at_event = note_.polls;
+  return !note_.armed;
 }
 
 bool Channel::recheck_locked() {
   FERRY_HELD(mu_);
-  if (armed_) return false;
+  if (note_.armed) return false;
   if (!drained_locked()) {
     arm_and_poll_locked();
-    return !armed_;
+    return !note_.armed;
   }
-  if (polls_ == polls_seen_) {
+  if (note_.polls == note_.polls_seen) {
     prepare_sleep_locked();
-    return !armed_;
+    return !note_.armed;
   }
-  polls_seen_ = polls_;
+  note_.polls_seen = note_.polls;
   return true;
 }
 

@@ -20,45 +20,45 @@ using namespace channel_parts;
 // than one each, and the few held back never starve the peer (see kRepostBatch).
 void Channel::repost_locked(int slot) {
   FERRY_HELD(mu_);
-  repost_[repost_n_++] = slot;
-  if (repost_n_ == kRepostBatch && !flush_reposts_locked()) fail_locked("ibv_post_recv failed");
+  recv_.repost[recv_.repost_n++] = slot;
+  if (recv_.repost_n == kRepostBatch && !flush_reposts_locked()) fail_locked("ibv_post_recv failed");
 }
 
 bool Channel::flush_reposts_locked() {
   FERRY_HELD(mu_);
   ibv_sge sge[kRepostBatch];
   ibv_recv_wr wr[kRepostBatch];
-  for (int i = 0; i < repost_n_; ++i) {
-    int slot = repost_[i];
-    sge[i] = {reinterpret_cast<uint64_t>(ctl_recv_buf_.get() + slot * kSlot), kSlot, ctl_recv_mr_->lkey};
+  for (int i = 0; i < recv_.repost_n; ++i) {
+    int slot = recv_.repost[i];
+    sge[i] = {reinterpret_cast<uint64_t>(verbs_.ctl_recv_buf.get() + slot * kSlot), kSlot, verbs_.ctl_recv_mr->lkey};
     wr[i].wr_id = kRecvTag | static_cast<uint64_t>(slot);
     wr[i].sg_list = &sge[i];
     wr[i].num_sge = 1;
-    wr[i].next = i + 1 < repost_n_ ? &wr[i + 1] : nullptr;
+    wr[i].next = i + 1 < recv_.repost_n ? &wr[i + 1] : nullptr;
   }
-  const int n = repost_n_;
-  repost_n_ = 0;
+  const int n = recv_.repost_n;
+  recv_.repost_n = 0;
   ibv_recv_wr* bad = nullptr;
-  return n == 0 || ibv_post_recv(qp_.get(), wr, &bad) == 0;
+  return n == 0 || ibv_post_recv(verbs_.qp.get(), wr, &bad) == 0;
 }
 
 size_t Channel::recv_locked(const iovec* iov, int iovcnt, bool peek) {
   FERRY_HELD(mu_);
-  if (rx_left_ || !trusted()) return 0;
+  if (recv_.left || !trusted()) return 0;
   IovCursor to{iov, iovcnt};
-  const size_t got = rx_.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
+  const size_t got = recv_.ring.read(iov_total(iov, iovcnt), peek, [&](const uint8_t* ring, size_t n) {
     to.take(n, [&](uint8_t* app, size_t at, size_t k) { memcpy(app, ring + at, k); });
   });
-  if (!peek) payload_read_ += got;
-  if (!peek && got > 0 && rx_flow_.credit_due(rx_.cursors())) give_credit_locked();
+  if (!peek) recv_.payload_read += got;
+  if (!peek && got > 0 && recv_.flow.credit_due(recv_.ring.cursors())) give_credit_locked();
   return got;
 }
 
 bool Channel::land_locked() {
   FERRY_HELD(mu_);
-  switch (rx_.scan()) {
+  switch (recv_.ring.scan()) {
     case ring::RecordRing::Scan::nothing: return false;
-    case ring::RecordRing::Scan::landed: ++rx_events_; return true;
+    case ring::RecordRing::Scan::landed: ++note_.rx_events; return true;
     case ring::RecordRing::Scan::malformed:
       fail_locked("peer wrote a malformed record or past its credits");
       return true;
@@ -68,13 +68,13 @@ bool Channel::land_locked() {
 
 bool Channel::look_locked() {
   FERRY_HELD(mu_);
-  if (++looks_ % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_locked();
+  if (++note_.looks % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_locked();
   return progress_locked();
 }
 
 bool Channel::scan_locked() {
   FERRY_HELD(mu_);
-  ++polls_;
+  ++note_.polls;
   if (!land_locked()) return false;
   signal_->bump();
   return true;
@@ -82,24 +82,24 @@ bool Channel::scan_locked() {
 
 bool Channel::proven_locked(uint64_t secret) {
   FERRY_HELD(mu_);
-  trusted_.store(true, std::memory_order_release);
-  ++rx_events_;
+  bind_.trusted.store(true, std::memory_order_release);
+  ++note_.rx_events;
   signal_->bump();
   return !failed() && post_control_locked(wire::Op::bound, secret);
 }
 
 void Channel::handle_control_locked(const wire::Control& c) {
   FERRY_HELD(mu_);
-  if (held_) {
+  if (bind_.held) {
     // Before the server proved it read our Proof, nothing it says about the stream
     // counts (it may not be the TCP connection's server).
     if (c.op == wire::Op::bound) {
-      if (c.value != secret_) return fail_locked("peer's binding does not name our proof");
-      held_ = false;
-      trusted_.store(true, std::memory_order_release);
+      if (c.value != bind_.secret) return fail_locked("peer's binding does not name our proof");
+      bind_.held = false;
+      bind_.trusted.store(true, std::memory_order_release);
       stats::add(stats::g.upgraded, 1);
-      ++rx_events_;
-      ++tx_events_;
+      ++note_.rx_events;
+      ++note_.tx_events;
       drain_locked();
       signal_->bump();
       return;
@@ -112,54 +112,54 @@ void Channel::handle_control_locked(const wire::Control& c) {
   switch (c.op) {
     case wire::Op::bound: break;
     case wire::Op::credit:
-      if (!tx_.ack(c.value)) fail_locked("peer returned an impossible consumer cursor");
-      if (tx_starved_ && writable_locked()) {
-        tx_starved_ = false;
-        ++tx_events_;
+      if (!send_.ring.ack(c.value)) fail_locked("peer returned an impossible consumer cursor");
+      if (send_.starved && writable_locked()) {
+        send_.starved = false;
+        ++note_.tx_events;
       }
       break;
     case wire::Op::blocked:
-      rx_flow_.on_blocked();
-      if (rx_flow_.credit_due(rx_.cursors())) give_credit_locked();
+      recv_.flow.on_blocked();
+      if (recv_.flow.credit_due(recv_.ring.cursors())) give_credit_locked();
       break;
     case wire::Op::cutover:
-      peer_cutover_known_ = true;
-      peer_cutover_ = c.value;
+      recv_.peer_cutover_known = true;
+      recv_.peer_cutover = c.value;
       break;
     case wire::Op::fin:
       land_locked();  // every write sent before the fin has landed by now
-      if (c.value != rx_.produced()) fail_locked("peer's final cursor does not match the bytes received");
-      peer_fin_ = true;
-      ++rx_events_;
+      if (c.value != recv_.ring.produced()) fail_locked("peer's final cursor does not match the bytes received");
+      recv_.peer_fin = true;
+      ++note_.rx_events;
       break;
     case wire::Op::sleep:
-      switch (tx_flow_.on_sleep(c.value, c.count, tx_)) {
+      switch (send_.flow.on_sleep(c.value, c.count, send_.ring)) {
         case flow::Sender::SleepAnswer::malformed:
           fail_locked("peer's sleep names a cursor we never wrote or too many writes");
           break;
-        case flow::Sender::SleepAnswer::wake_now: post_control_locked(wire::Op::wake, tx_.written()); break;
+        case flow::Sender::SleepAnswer::wake_now: post_control_locked(wire::Op::wake, send_.ring.written()); break;
         case flow::Sender::SleepAnswer::waking_writes: break;
       }
       break;
     case wire::Op::wake:
-      rx_flow_.on_wake();
+      recv_.flow.on_wake();
       break;
     case wire::Op::handoff:
-      if (c.value > payload_written_) fail_locked("peer's hand-off names bytes we never wrote");
-      peer_handoff_ = true;
-      peer_handoff_read_ = c.value;
-      ++rx_events_;
+      if (c.value > send_.payload_written) fail_locked("peer's hand-off names bytes we never wrote");
+      recv_.peer_handoff = true;
+      recv_.peer_handoff_read = c.value;
+      ++note_.rx_events;
       break;
   }
 }
 
 bool Channel::progress_locked() {
   FERRY_HELD(mu_);
-  ++polls_;
+  ++note_.polls;
   bool changed = false;
   ibv_wc wc[16];
   for (;;) {
-    int n = ibv_poll_cq(cq_.get(), 16, wc);
+    int n = ibv_poll_cq(verbs_.cq.get(), 16, wc);
     if (n < 0) {
       fail_locked("ibv_poll_cq failed");
       return true;
@@ -176,10 +176,10 @@ bool Channel::progress_locked() {
         int slot = static_cast<int>(w.wr_id & ~kRecvTag);
         if (w.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
           // A write our sleep asked for; its record is found like any other.
-          rx_flow_.on_waking_write();
+          recv_.flow.on_waking_write();
         } else {
           wire::Control c;
-          if (wire::decode(ctl_recv_buf_.get() + slot * kSlot, w.byte_len, c)) {
+          if (wire::decode(verbs_.ctl_recv_buf.get() + slot * kSlot, w.byte_len, c)) {
             handle_control_locked(c);
           } else {
             fail_locked("malformed control message");
@@ -188,15 +188,15 @@ bool Channel::progress_locked() {
         repost_locked(slot);
         changed = true;
       } else {
-        if (w.wr_id & kConfirmTag) confirmed_ = true;
-        if (w.wr_id & kHandoffTag) handoff_confirmed_ = true;
-        sq_outstanding_ -= static_cast<int>(w.wr_id & ~(kConfirmTag | kHandoffTag));
+        if (w.wr_id & kConfirmTag) send_.confirmed = true;
+        if (w.wr_id & kHandoffTag) send_.handoff_confirmed = true;
+        send_.sq_outstanding -= static_cast<int>(w.wr_id & ~(kConfirmTag | kHandoffTag));
         changed = true;  // send space may have opened up
       }
     }
   }
   if (!failed() && land_locked()) changed = true;
-  if (changed && !writing_ && !queue_.empty()) drain_locked();
+  if (changed && !send_.writing && !send_.queue.empty()) drain_locked();
   if (changed) {
     stats::add(stats::g.cq_polls, 1);
     signal_->bump();
@@ -206,10 +206,10 @@ bool Channel::progress_locked() {
 
 void Channel::give_credit_locked() {
   FERRY_HELD(mu_);
-  rx_flow_.credit_given();
+  recv_.flow.credit_given();
   // The consumed slots were cleared for reuse (RecordRing::read): before the peer may write them.
   std::atomic_thread_fence(std::memory_order_release);
-  post_control_locked(wire::Op::credit, rx_.cursors().take_credit());
+  post_control_locked(wire::Op::credit, recv_.ring.cursors().take_credit());
 }
 
 }  // namespace ferry

@@ -28,9 +28,9 @@ constexpr std::chrono::seconds kSqPatience{10};
 // seconds when the peer takes nothing; kSqPatience bounds the spin should they not.
 bool Channel::reserve_sq_locked(int wrs) {
   FERRY_HELD(mu_);
-  if (sq_outstanding_ + wrs <= kSendDepth) return true;
+  if (send_.sq_outstanding + wrs <= kSendDepth) return true;
   const auto until = std::chrono::steady_clock::now() + kSqPatience;
-  for (uint32_t n = 0; sq_outstanding_ + wrs > kSendDepth; ++n) {
+  for (uint32_t n = 0; send_.sq_outstanding + wrs > kSendDepth; ++n) {
     progress_locked();
     if (failed()) return false;
     if (n % 1024 == 1023 && std::chrono::steady_clock::now() > until) {
@@ -44,10 +44,10 @@ bool Channel::reserve_sq_locked(int wrs) {
 // One signaled request per kSignalEvery: its completion retires the whole batch.
 uint32_t Channel::signal_flag_locked(int wrs) {
   FERRY_HELD(mu_);
-  sq_outstanding_ += wrs;
-  posted_ += static_cast<uint64_t>(wrs);
-  unsignaled_ += wrs;
-  if (unsignaled_ >= kSignalEvery) return IBV_SEND_SIGNALED;
+  send_.sq_outstanding += wrs;
+  send_.posted += static_cast<uint64_t>(wrs);
+  send_.unsignaled += wrs;
+  if (send_.unsignaled >= kSignalEvery) return IBV_SEND_SIGNALED;
   return 0;
 }
 
@@ -61,26 +61,26 @@ bool Channel::post_records_locked(const ring::Record* r, int n) {
   for (int i = 0; i < n; ++i) {
     const uint64_t off = r[i].payload_offset(), len = r[i].payload + r[i].tail();
     wr[i] = {};
-    sge[i] = {reinterpret_cast<uint64_t>(tx_buf_.get() + off), static_cast<uint32_t>(len), tx_mr_->lkey};
+    sge[i] = {reinterpret_cast<uint64_t>(verbs_.tx_buf.get() + off), static_cast<uint32_t>(len), verbs_.tx_mr->lkey};
     wr[i].sg_list = &sge[i];
     wr[i].num_sge = 1;
     wr[i].opcode = IBV_WR_RDMA_WRITE;
-    wr[i].wr.rdma.remote_addr = peer_addr_ + off;
-    wr[i].wr.rdma.rkey = peer_rkey_;
-    if (len <= max_inline_) wr[i].send_flags |= IBV_SEND_INLINE;
+    wr[i].wr.rdma.remote_addr = send_.peer_addr + off;
+    wr[i].wr.rdma.rkey = send_.peer_rkey;
+    if (len <= send_.max_inline) wr[i].send_flags |= IBV_SEND_INLINE;
     if (i + 1 < n) wr[i].next = &wr[i + 1];
   }
   ibv_send_wr& last = wr[n - 1];
-  if (tx_flow_.next_write_wakes()) {
+  if (send_.flow.next_write_wakes()) {
     last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     last.imm_data = 0;
   }
   uint32_t flag = signal_flag_locked(n);
   last.send_flags |= flag;
-  last.wr_id = flag ? static_cast<uint64_t>(unsignaled_) : 0;
-  if (flag) unsignaled_ = 0;
+  last.wr_id = flag ? static_cast<uint64_t>(send_.unsignaled) : 0;
+  if (flag) send_.unsignaled = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(qp_.get(), wr, &bad) != 0) {
+  if (ibv_post_send(verbs_.qp.get(), wr, &bad) != 0) {
     fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
@@ -94,31 +94,31 @@ bool Channel::post_control_locked(const wire::Control& c, bool confirm) {
 
 bool Channel::hand_off_locked() {
   FERRY_HELD(mu_);
-  if (rx_left_) return true;
-  if (!post_tagged_locked(wire::Control{wire::Op::handoff, payload_read_}, kHandoffTag)) return false;
-  rx_left_ = true;
+  if (recv_.left) return true;
+  if (!post_tagged_locked(wire::Control{wire::Op::handoff, recv_.payload_read}, kHandoffTag)) return false;
+  recv_.left = true;
   return true;
 }
 
 bool Channel::post_tagged_locked(const wire::Control& c, uint64_t tag) {
   FERRY_HELD(mu_);
   if (failed() || !reserve_sq_locked(1)) return false;
-  uint8_t* slot = ctl_send_buf_.get() + ctl_next_ * kSlot;
-  ctl_next_ = (ctl_next_ + 1) % kSendDepth;
+  uint8_t* slot = verbs_.ctl_send_buf.get() + send_.ctl_next * kSlot;
+  send_.ctl_next = (send_.ctl_next + 1) % kSendDepth;
   wire::encode(c, slot);
-  ibv_sge sge{reinterpret_cast<uint64_t>(slot), kSlot, ctl_send_mr_->lkey};
+  ibv_sge sge{reinterpret_cast<uint64_t>(slot), kSlot, verbs_.ctl_send_mr->lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  if (kSlot <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+  if (kSlot <= send_.max_inline) wr.send_flags |= IBV_SEND_INLINE;
   uint32_t flag = signal_flag_locked(1);
   if (tag) flag = IBV_SEND_SIGNALED;
   wr.send_flags |= flag;
-  wr.wr_id = flag ? static_cast<uint64_t>(unsignaled_) | tag : 0;
-  if (flag) unsignaled_ = 0;
+  wr.wr_id = flag ? static_cast<uint64_t>(send_.unsignaled) | tag : 0;
+  if (flag) send_.unsignaled = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
+  if (ibv_post_send(verbs_.qp.get(), &wr, &bad) != 0) {
     fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
@@ -127,32 +127,32 @@ bool Channel::post_tagged_locked(const wire::Control& c, uint64_t tag) {
 
 size_t Channel::send_locked(const iovec* iov, int iovcnt, size_t max) {
   FERRY_HELD(mu_);
-  if (!peer_known_ || failed() || left_) return 0;
+  if (!send_.peer_known || failed() || send_.left) return 0;
   size_t want = iov_total(iov, iovcnt);
   if (want > max) want = max;
   // Bytes queued before these go first (credits found while a write was being posted
   // could not drain them then).
-  if (!queue_.empty()) drain_locked();
-  const size_t direct = queue_.empty() && !held_ ? write_locked(iov, iovcnt, want) : 0;
+  if (!send_.queue.empty()) drain_locked();
+  const size_t direct = send_.queue.empty() && !bind_.held ? write_locked(iov, iovcnt, want) : 0;
   if (failed()) return 0;
   size_t rest = want - direct;
-  const size_t room = queue_.size() < queue_limit_ ? queue_limit_ - queue_.size() : 0;
+  const size_t room = send_.queue.size() < send_.queue_limit ? send_.queue_limit - send_.queue.size() : 0;
   if (rest > room) rest = room;
   if (rest == 0) {
-    if (direct < want) tx_starved_ = true;
+    if (direct < want) send_.starved = true;
     return direct;
   }
-  const bool was_empty = queue_.empty();
+  const bool was_empty = send_.queue.empty();
   IovCursor from{iov, iovcnt};
   from.take(direct, [](const uint8_t*, size_t, size_t) {});
-  queue_.push(rest, [&](uint8_t* dst, size_t k) {
+  send_.queue.push(rest, [&](uint8_t* dst, size_t k) {
     from.take(k, [&](const uint8_t* app, size_t done, size_t piece) { memcpy(dst + done, app, piece); });
   });
-  if (direct + rest < want) tx_starved_ = true;
+  if (direct + rest < want) send_.starved = true;
   // The peer returns credits at once while it knows we are blocked (write_locked told it
   // when the ring had no room at all); their completion must reach someone who drains.
   if (was_empty) {
-    if (!held_ && tx_flow_.tell_blocked(tx_.written())) post_control_locked(wire::Op::blocked, tx_.written());
+    if (!bind_.held && send_.flow.tell_blocked(send_.ring.written())) post_control_locked(wire::Op::blocked, send_.ring.written());
     arm_and_poll_locked();
   }
   return direct + rest;
@@ -161,29 +161,29 @@ size_t Channel::send_locked(const iovec* iov, int iovcnt, size_t max) {
 // Moves queued bytes into the ring as far as it has room, then the fin that waited.
 void Channel::drain_locked() {
   FERRY_HELD(mu_);
-  while (!queue_.empty() && !held_ && !failed() && !left_) {
+  while (!send_.queue.empty() && !bind_.held && !failed() && !send_.left) {
     iovec v[16];
-    const int n = queue_.gather(v, 16, max_record_ * 2);
+    const int n = send_.queue.gather(v, 16, send_.max_record * 2);
     const size_t k = write_locked(v, n, iov_total(v, n));
     if (k == 0) break;
-    queue_.pop(k);
-    if (tx_starved_ && writable_locked()) {
-      tx_starved_ = false;
-      ++tx_events_;
+    send_.queue.pop(k);
+    if (send_.starved && writable_locked()) {
+      send_.starved = false;
+      ++note_.tx_events;
     }
     signal_->bump();
   }
-  if (queue_.empty() && fin_pending_ && !held_ && !failed() && !left_) {
-    fin_pending_ = false;
-    post_control_locked(wire::Op::fin, tx_.written());
+  if (send_.queue.empty() && send_.fin_pending && !bind_.held && !failed() && !send_.left) {
+    send_.fin_pending = false;
+    post_control_locked(wire::Op::fin, send_.ring.written());
   }
 }
 
 bool Channel::finish_locked() {
   FERRY_HELD(mu_);
   if (failed()) return false;
-  if (queue_.empty() && !held_) return post_control_locked(wire::Op::fin, tx_.written());
-  fin_pending_ = true;
+  if (send_.queue.empty() && !bind_.held) return post_control_locked(wire::Op::fin, send_.ring.written());
+  send_.fin_pending = true;
   arm_and_poll_locked();
   return true;
 }
@@ -193,14 +193,14 @@ bool Channel::finish_locked() {
 size_t Channel::write_locked(const iovec* iov, int iovcnt, size_t want) {
   FERRY_HELD(mu_);
   ring::Record r[ring::kMaxRecords];
-  const int n = ring::plan(tx_, want, max_record_, r);
+  const int n = ring::plan(send_.ring, want, send_.max_record, r);
   size_t total = 0;
   for (int i = 0; i < n; ++i) total += r[i].payload;
   if (total == 0) {
-    if (want > 0 && tx_flow_.tell_blocked(tx_.written())) post_control_locked(wire::Op::blocked, tx_.written());
+    if (want > 0 && send_.flow.tell_blocked(send_.ring.written())) post_control_locked(wire::Op::blocked, send_.ring.written());
     return 0;
   }
-  uint8_t* staging = tx_buf_.get();
+  uint8_t* staging = verbs_.tx_buf.get();
   IovCursor from{iov, iovcnt};
   for (int i = 0; i < n; ++i) {
     uint8_t* to = staging + r[i].payload_offset();
@@ -209,22 +209,22 @@ size_t Channel::write_locked(const iovec* iov, int iovcnt, size_t want) {
   for (int i = 0; i < n; ++i) ring::seal(staging, r[i]);
   // Posting may poll the CQ for send-queue room; credits found then must not drain the
   // queue into records planned here.
-  writing_ = true;
+  send_.writing = true;
   const bool posted = post_records_locked(r, n);
-  writing_ = false;
+  send_.writing = false;
   if (!posted) return 0;
-  for (int i = 0; i < n; ++i) tx_.commit(r[i].size());
-  payload_written_ += total;
+  for (int i = 0; i < n; ++i) send_.ring.commit(r[i].size());
+  send_.payload_written += total;
   return total;
 }
 
 void Channel::probe_locked() {
   FERRY_HELD(mu_);
-  if (failed() || left_ || !peer_known_) return;
+  if (failed() || send_.left || !send_.peer_known) return;
   // A send queue full of writes in flight probes already: the poller never waits here
   // for room (a vanished peer would hold it until the queue pair gives up).
-  if (sq_outstanding_ + 1 > kSendDepth) return;
-  if (prober_.tick(!queue_.empty() || tx_starved_, tx_.acked())) flush_locked();
+  if (send_.sq_outstanding + 1 > kSendDepth) return;
+  if (send_.prober.tick(!send_.queue.empty() || send_.starved, send_.ring.acked())) flush_locked();
 }
 
 // A zero-length signaled write: its completion proves every earlier request completed.
@@ -234,14 +234,14 @@ bool Channel::flush_locked() {
   ibv_send_wr wr{};
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = peer_addr_;
-  wr.wr.rdma.rkey = peer_rkey_;
-  sq_outstanding_ += 1;
-  posted_ += 1;
-  wr.wr_id = static_cast<uint64_t>(unsignaled_ + 1);  // retires the unsignaled batch too
-  unsignaled_ = 0;
+  wr.wr.rdma.remote_addr = send_.peer_addr;
+  wr.wr.rdma.rkey = send_.peer_rkey;
+  send_.sq_outstanding += 1;
+  send_.posted += 1;
+  wr.wr_id = static_cast<uint64_t>(send_.unsignaled + 1);  // retires the unsignaled batch too
+  send_.unsignaled = 0;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(qp_.get(), &wr, &bad) != 0) {
+  if (ibv_post_send(verbs_.qp.get(), &wr, &bad) != 0) {
     fail_locked(std::string("ibv_post_send: ") + strerror(errno));
     return false;
   }
@@ -250,18 +250,18 @@ bool Channel::flush_locked() {
 
 int64_t Channel::take_unacked_locked(std::vector<uint8_t>& out) {
   FERRY_HELD(mu_);
-  const int64_t resent = downgrade::resend(tx_buf_.get(), tx_.capacity(), tx_.acked(), tx_.written(),
+  const int64_t resent = downgrade::resend(verbs_.tx_buf.get(), send_.ring.capacity(), send_.ring.acked(), send_.ring.written(),
                                            [&](const uint8_t* p, uint64_t n) { out.insert(out.end(), p, p + n); });
   iovec v[16];
-  while (!queue_.empty()) {
-    const int n = queue_.gather(v, 16, ~size_t{0});
+  while (!send_.queue.empty()) {
+    const int n = send_.queue.gather(v, 16, ~size_t{0});
     size_t k = 0;
     for (int i = 0; i < n; ++i) {
       const uint8_t* p = static_cast<const uint8_t*>(v[i].iov_base);
       out.insert(out.end(), p, p + v[i].iov_len);
       k += v[i].iov_len;
     }
-    queue_.pop(k);
+    send_.queue.pop(k);
   }
   leave_locked();
   return resent;
@@ -269,7 +269,7 @@ int64_t Channel::take_unacked_locked(std::vector<uint8_t>& out) {
 
 void Channel::leave_locked() {
   FERRY_HELD(mu_);
-  left_ = true;
+  send_.left = true;
   abort_locked();
 }
 
