@@ -58,25 +58,8 @@ struct DownState final : poller::Watcher {
   void on_event_st(uint32_t events) override;
 };
 
-struct Link {
-  bool client = false;
-  // Where the connection is (core/proto/conn_state.h): changed only by transition().
-  ConnState state(std::memory_order o = std::memory_order_seq_cst) const noexcept { return state_.load(o); }
-  // Reached establishment: `channel` is there (it may be going back to TCP since).
-  bool established() const noexcept { return was_established(state(std::memory_order_acquire)); }
-  // Going, or gone, back to kernel TCP (core/conn/down.h).
-  bool down(std::memory_order o = std::memory_order_seq_cst) const noexcept { return is_down(state(o)); }
-  // The one way the state changes: iff it is `from` now. A move off the table
-  // (legal_move) is a broken contract: fatal in checked builds, refused and logged in
-  // others. The socket, while there, follows (its transport, transport_of).
-  bool transition(ConnState from, ConnState to) noexcept;
-  // Gives the socket (already `socket`) this link's transport, `upgrading`: false, and
-  // the link failed, if the socket is on TCP for good or has a link already.
-  bool attach(Socket& s) noexcept;
-  // Bumped whenever anything a waiting thread cares about changed.
-  Signal signal;
-  // Set by the poller before `state` becomes established; not replaced afterwards.
-  std::unique_ptr<Channel> channel;
+// The poller's watch on the program's TCP socket.
+struct LinkWatch {
   // The program's descriptor the poller watches for TCP data and hangups. Whoever
   // flips `watching` off removes the watch (the program's close does, before the
   // number can be reused).
@@ -103,6 +86,11 @@ struct Link {
   // watched). A server's Welcome goes only before (`answered` is set under watch_mu):
   // the close then knows whether its client's proof may still come (upgrade::closing).
   bool closed = false;
+};
+
+// How far the handshake has come at each end: the server's wait for its request,
+// and the commit at the first data call.
+struct LinkHandshake {
   // Server: when the peer's first TCP bytes were seen (steady clock, ns; 0: not yet),
   // by the poller's watch or by the program's read (epoll reports no bytes the program
   // took before the poller looked): the wait for its request is limited from then on
@@ -116,8 +104,22 @@ struct Link {
   std::atomic<uint8_t> launch{taken};
   // Server: the poller has armed that limit (upgrade::arm_deadline_st).
   std::atomic<bool> limit_armed{false};
-  std::weak_ptr<Socket> socket;
 
+  // Each side commits at the program's first data call on the connection: a connection
+  // that never carries data costs no queue pair, and a connection handed to a forked
+  // child (which keeps it on TCP) is never committed by the parent.
+  enum Arm : int { undecided = 0, go = 1 };
+  std::atomic<int> arm{undecided};
+  // A server's poller waits for that first data call (a request it holds for it, or a
+  // claim to make for a connection accepted on another process's listener): the call
+  // tells the poller only then. Set before the poller's look at `arm`, read after the
+  // call's swap of it (both sequentially consistent: one of them sees the other).
+  std::atomic<bool> arm_awaited{false};
+};
+
+// What kernel TCP carried and how the program's calls left it: the cutover point
+// counts these.
+struct LinkTcp {
   // Written under Socket::tx_mu; readiness reads them without it.
   uint64_t tcp_sent = 0;
   bool tx_cut = false;
@@ -138,18 +140,10 @@ struct Link {
   std::atomic<uint32_t> tcp_events{0};
   // tcp_events as of the last look for the peer's bytes past its cutover (down.h).
   std::atomic<uint32_t> tcp_checked{0};
+};
 
-  // Each side commits at the program's first data call on the connection: a connection
-  // that never carries data costs no queue pair, and a connection handed to a forked
-  // child (which keeps it on TCP) is never committed by the parent.
-  enum Arm : int { undecided = 0, go = 1 };
-  std::atomic<int> arm{undecided};
-  // A server's poller waits for that first data call (a request it holds for it, or a
-  // claim to make for a connection accepted on another process's listener): the call
-  // tells the poller only then. Set before the poller's look at `arm`, read after the
-  // call's swap of it (both sequentially consistent: one of them sees the other).
-  std::atomic<bool> arm_awaited{false};
-
+// A link as a forked child sees it (core/conn/handoff.h).
+struct LinkInheritance {
   // A forked child's copy of its parent's link. Its RDMA objects are the parent's and
   // are never touched here: polling the CQ would take the parent's completions (rxe's
   // queues are memory shared with the kernel), and destroying anything through the
@@ -167,7 +161,10 @@ struct Link {
   handoff::Owner* owner = nullptr;
   int board_slot = -1;
   uint64_t board_id = 0;
+};
 
+// Binding the RDMA side to the TCP connection (core/conn/binding.h).
+struct LinkBinding {
   // Binding (core/conn/binding.h). Client: its Proof, due on TCP once the server surely has
   // our cutover message (its completion came: the server then learns the cutover point
   // before it can read past it), and when it went (0: not yet). Written under
@@ -188,7 +185,10 @@ struct Link {
   // bound counts from there, whether or not the proof could go yet.
   std::atomic<int64_t> cut_us{0};
   std::atomic<bool> forged{false};
+};
 
+// The way back to TCP (core/conn/down.h).
+struct LinkLeaving {
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
 
@@ -207,6 +207,31 @@ struct Link {
   // while sleeping.
   Lock down_mu;
   std::unique_ptr<DownState> down_state;  // made at the first step, under down_mu
+};
+
+// One connection's RDMA side. Its parts, one per concern, are bases so that the
+// program's calls and the poller name each field directly; each part's comment says
+// which lock or thread writes what.
+struct Link : LinkWatch, LinkHandshake, LinkTcp, LinkInheritance, LinkBinding, LinkLeaving {
+  bool client = false;
+  // Where the connection is (core/proto/conn_state.h): changed only by transition().
+  ConnState state(std::memory_order o = std::memory_order_seq_cst) const noexcept { return state_.load(o); }
+  // Reached establishment: `channel` is there (it may be going back to TCP since).
+  bool established() const noexcept { return was_established(state(std::memory_order_acquire)); }
+  // Going, or gone, back to kernel TCP (core/conn/down.h).
+  bool down(std::memory_order o = std::memory_order_seq_cst) const noexcept { return is_down(state(o)); }
+  // The one way the state changes: iff it is `from` now. A move off the table
+  // (legal_move) is a broken contract: fatal in checked builds, refused and logged in
+  // others. The socket, while there, follows (its transport, transport_of).
+  bool transition(ConnState from, ConnState to) noexcept;
+  // Gives the socket (already `socket`) this link's transport, `upgrading`: false, and
+  // the link failed, if the socket is on TCP for good or has a link already.
+  bool attach(Socket& s) noexcept;
+  // Bumped whenever anything a waiting thread cares about changed.
+  Signal signal;
+  // Set by the poller before `state` becomes established; not replaced afterwards.
+  std::unique_ptr<Channel> channel;
+  std::weak_ptr<Socket> socket;
 
   Link() noexcept;
   ~Link();
