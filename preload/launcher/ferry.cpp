@@ -8,16 +8,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
 void usage(FILE* out) {
   fprintf(out,
           "usage: ferry [--] PROGRAM [ARGS...]\n"
-          "       ferry stat PID       print the counters of a running process under ferry\n"
+          "       ferry stat [--watch N] [PID...]\n"
+          "                            the counters of running processes under ferry (every one\n"
+          "                            of this user's when no PID is named, summed); with\n"
+          "                            --watch, what grew every N seconds\n"
           "       ferry --help | --version\n\n"
           "Runs PROGRAM with libferry.so preloaded. A TCP connection whose two ends run ferry\n"
           "on an RDMA fabric moves to RDMA when the program uses it as a blocking socket;\n"
@@ -41,20 +48,122 @@ std::string find_library() {
   return {};
 }
 
-int stat(const char* pid_text) {
-  char* end = nullptr;
-  long pid = strtol(pid_text, &end, 10);
-  if (!end || *end || pid <= 0) {
-    fprintf(stderr, "ferry stat: not a process id: %s\n", pid_text);
-    return 2;
+using ferry::stats::Counters;
+
+// Every process of this user (of every user, for root) but this one, by pid.
+std::vector<long> processes_of_user() {
+  std::vector<long> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  const uid_t me = geteuid();
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = strtol(e->d_name, &end, 10);
+    struct stat st;
+    if (!end || *end || pid <= 0 || pid == getpid()) continue;
+    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0 || (me != 0 && st.st_uid != me)) continue;
+    out.push_back(pid);
   }
-  static ferry::stats::Counters counters;
-  std::string error = ferry::stats::read_process(pid, counters);
-  if (!error.empty()) {
-    fprintf(stderr, "ferry stat: %s\n", error.c_str());
-    return 1;
+  closedir(proc);
+  return out;
+}
+
+// to = from + k * by, counter by counter (k = 1: a sum, -1: a difference, kept >= 0:
+// a process that ended between two readings takes its counts with it).
+void combine(Counters& to, const Counters& from, const Counters& by, int k) {
+  constexpr auto r = std::memory_order_relaxed;
+#define FERRY_COMBINE(name, desc)                                                        \
+  {                                                                                      \
+    const uint64_t a = from.name.load(r), b = by.name.load(r);                           \
+    to.name.store(k > 0 ? a + b : (a > b ? a - b : 0), r);                              \
   }
-  fputs(ferry::stats::format(counters).c_str(), stdout);
+  FERRY_STATS_LIST(FERRY_COMBINE)
+#undef FERRY_COMBINE
+}
+
+// The counters of `pids` (every ferry process of the user when empty), summed into
+// `sum`: how many could be read. With named pids, each one that cannot is said.
+size_t read_counters(const std::vector<long>& pids, Counters& sum) {
+  static Counters zero, one;
+  combine(sum, zero, zero, 1);
+  size_t n = 0;
+  const bool all = pids.empty();
+  for (long pid : all ? processes_of_user() : pids) {
+    const std::string error = ferry::stats::read_process(pid, one);
+    if (!error.empty()) {
+      if (!all) fprintf(stderr, "ferry stat: %s\n", error.c_str());
+      continue;
+    }
+    combine(sum, sum, one, 1);
+    ++n;
+  }
+  return n;
+}
+
+// The lines of format() after its header; without the zero ones if `nonzero`.
+std::string counter_lines(const Counters& c, bool nonzero) {
+  std::string text = ferry::stats::format(c), out;
+  size_t at = text.find('\n') + 1;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    std::string line = text.substr(at, end - at + 1);
+    at = end + 1;
+    unsigned long long v = 0;
+    char name[64];
+    if (nonzero && sscanf(line.c_str(), " %63s %llu", name, &v) == 2 && v == 0) continue;
+    out += line;
+  }
+  return out;
+}
+
+// ferry stat [--watch N] [PID...]
+int stat(int argc, char** argv, int at) {
+  long watch = 0;
+  std::vector<long> pids;
+  for (; at < argc; ++at) {
+    char* end = nullptr;
+    if (!strcmp(argv[at], "--watch") && at + 1 < argc) {
+      watch = strtol(argv[++at], &end, 10);
+      if (!end || *end || watch <= 0 || watch > 86400) {
+        fprintf(stderr, "ferry stat: --watch takes seconds (1-86400), not %s\n", argv[at]);
+        return 2;
+      }
+      continue;
+    }
+    const long pid = strtol(argv[at], &end, 10);
+    if (!end || *end || pid <= 0) {
+      fprintf(stderr, "ferry stat: not a process id: %s\n", argv[at]);
+      return 2;
+    }
+    pids.push_back(pid);
+  }
+  static Counters now, before, delta;
+  size_t n = read_counters(pids, now);
+  if (n < pids.size()) return 1;
+  if (pids.size() == 1 && !watch) {
+    now.pid = static_cast<uint64_t>(pids[0]);
+    fputs(ferry::stats::format(now).c_str(), stdout);
+    return 0;
+  }
+  if (!watch) {
+    printf("ferry: %zu process%s, counters summed:\n%s", n, n == 1 ? "" : "es", counter_lines(now, false).c_str());
+    return 0;
+  }
+  // Every N seconds, what grew since the last reading (counters that did not, left out).
+  static const Counters zero;
+  for (;;) {
+    combine(before, now, zero, 1);
+    sleep(static_cast<unsigned>(watch));
+    n = read_counters(pids, now);
+    if (!pids.empty() && n == 0) return 1;
+    combine(delta, now, before, -1);
+    const time_t t = time(nullptr);
+    char when[16];
+    strftime(when, sizeof when, "%H:%M:%S", localtime(&t));
+    printf("%s: the last %lds, %zu process%s:\n%s", when, watch, n, n == 1 ? "" : "es",
+           counter_lines(delta, true).c_str());
+    fflush(stdout);
+  }
   return 0;
 }
 
@@ -70,7 +179,7 @@ int main(int argc, char** argv) {
     printf("ferry 0.1.0\n");
     return 0;
   }
-  if (first + 1 < argc && !strcmp(argv[first], "stat")) return stat(argv[first + 1]);
+  if (first < argc && !strcmp(argv[first], "stat")) return stat(argc, argv, first + 1);
   if (first < argc && !strcmp(argv[first], "--")) ++first;
   if (first >= argc) {
     usage(stderr);
