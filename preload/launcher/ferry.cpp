@@ -25,13 +25,53 @@ void usage(FILE* out) {
           "                            the counters of running processes under ferry (every one\n"
           "                            of this user's when no PID is named, summed); with\n"
           "                            --watch, what grew every N seconds\n"
-          "       ferry --help | --version\n\n"
+          "       ferry --help | --version | --man\n\n"
           "Runs PROGRAM with libferry.so preloaded. A TCP connection whose two ends run ferry\n"
           "on an RDMA fabric moves to RDMA when the program uses it as a blocking socket;\n"
           "everything else stays on kernel TCP (see docs/compatibility.md).\n\n"
           "Settings are read from the environment (FERRY_NAME=value ferry PROGRAM):\n");
   for (const auto& s : ferry::setting_docs()) fprintf(out, "  %-25s default %-9s %s\n", s.name, s.fallback, s.help);
   fprintf(out, "\nThe library is found next to this program (or in ../lib); FERRY_LIBRARY overrides the path.\n");
+}
+
+// Text for roff: a backslash as \e, a hyphen as \-, a leading dot or quote escaped.
+std::string roff(const char* text) {
+  std::string out;
+  for (const char* c = text; *c; ++c) {
+    if (*c == '\\') out += "\\e";
+    else if (*c == '-') out += "\\-";
+    else if ((*c == '.' || *c == '\'') && (c == text || c[-1] == '\n')) out += std::string("\\&") + *c;
+    else out += *c;
+  }
+  return out;
+}
+
+// The manual page ferry(1), made from the same table as --help: installed as
+// share/man/man1/ferry.1 (preload/launcher/CMakeLists.txt).
+void man() {
+  printf(".TH FERRY 1 \"\" \"ferry 0.1.0\" \"User Commands\"\n"
+         ".SH NAME\nferry \\- run a program with its TCP connections moved to RDMA\n"
+         ".SH SYNOPSIS\n.B ferry\n[\\-\\-]\n.I program\n[\\fIargs\\fR...]\n.br\n"
+         ".B ferry stat\n[\\-\\-watch \\fIn\\fR] [\\fIpid\\fR...]\n"
+         ".SH DESCRIPTION\n"
+         ".B ferry\nruns\n.I program\nwith libferry.so preloaded. A TCP connection whose two ends run ferry on an\n"
+         "RDMA fabric moves its bytes to RDMA (rdma_cm, a ring buffer per direction); everything\n"
+         "else, and any connection that cannot go on over RDMA, stays on (or goes back to) kernel\n"
+         "TCP, byte for byte as the kernel would carry it. The program is not changed.\n"
+         ".TP\n.B stat\nprints the counters of running processes under ferry: connections upgraded and kept\n"
+         "on TCP (by reason), bytes over each path, memory registered. One\n.I pid\n"
+         "prints that process's; several, or none (every process of this user, of every user for\n"
+         "root), print their sum.\n.B \\-\\-watch\n.I n\nprints, every\n.I n\n"
+         "seconds, what grew since the last reading. A program named stat runs as\n"
+         ".BR \"ferry \\-\\- stat\" .\n"
+         ".SH ENVIRONMENT\nSettings are read from the environment\n"
+         "(\\fBFERRY_\\fIname\\fB=\\fIvalue\\fB ferry \\fIprogram\\fR).\n"
+         "A process running with secure execution (setuid, file capabilities) ignores them.\n");
+  for (const auto& s : ferry::setting_docs())
+    printf(".TP\n.B %s\n%s (default: %s)\n", s.name, roff(s.help).c_str(), roff(s.fallback).c_str());
+  printf(".TP\n.B FERRY_LIBRARY\nthe library to preload, if not the one installed beside this program.\n"
+         ".SH FILES\n.TP\n.I /etc/ferry/ferry.conf\nthe rules: which connections try RDMA; see\n.BR ferry.conf (5).\n"
+         ".SH SEE ALSO\n.BR ferry.conf (5),\n.BR rdma_cm (7),\n.BR rxe (7)\n");
 }
 
 std::string find_library() {
@@ -173,6 +213,10 @@ int main(int argc, char** argv) {
   int first = 1;
   if (first < argc && (!strcmp(argv[first], "--help") || !strcmp(argv[first], "-h"))) {
     usage(stdout);
+    return 0;
+  }
+  if (first < argc && !strcmp(argv[first], "--man")) {
+    man();
     return 0;
   }
   if (first < argc && !strcmp(argv[first], "--version")) {
