@@ -15,6 +15,10 @@ Environment:
                                sees them all (R: rdma_registered_bytes of that reading,
                                every connection's rings: none has ended yet); if they
                                never come (upgrades.py's limit), an error at the end;
+  STREAM_SETTLE_UNTIL=FILE     each side sends its 8-byte length, then waits until FILE
+                               exists (after STREAM_SETTLE; 120 s at most): a scenario
+                               looks at the processes in that pause, for as long as
+                               its look takes;
   STREAM_SERVER_FIRST=1        the server speaks first: a greeting of GREETING bytes
                                right after accept, which the client reads and checks
                                before it sends anything;
@@ -105,6 +109,11 @@ def settle():
     wait = float(os.environ.get("STREAM_SETTLE", "0"))
     if wait:
         time.sleep(wait)
+    until = os.environ.get("STREAM_SETTLE_UNTIL")
+    for _ in range(1200 if until else 0):
+        if os.path.exists(until):
+            break
+        time.sleep(0.1)
 
 
 FORK_EVERY = int(os.environ.get("STREAM_FORK_EVERY", "0"))
