@@ -55,34 +55,34 @@ Unflushed unflushed_st(uint64_t epoch) {
     if (!lock.owns_lock()) {
       ++u.links;
       ++u.held;
-      if (c.flush_epoch == epoch) u.bytes += c.flush_left;  // as of its last look
+      if (c.flush.epoch == epoch) u.bytes += c.flush.left;  // as of its last look
       continue;
     }
     Channel& ch = *link.channel;
     ch.progress_locked();
     // A peer that disconnected reads nothing more (as retire_st).
     if (ch.failed() || link.peer_gone.load() || (ch.drained_locked() && ch.sq_outstanding_locked() == 0)) continue;
-    if (c.flush_epoch != epoch) {
-      c.flush_epoch = epoch;
-      c.flush_bytes = ch.payload_written_locked() + ch.unsent_locked();
-      c.flush_written = false;
+    if (c.flush.epoch != epoch) {
+      c.flush.epoch = epoch;
+      c.flush.bytes = ch.payload_written_locked() + ch.unsent_locked();
+      c.flush.written = false;
     }
     const uint64_t written = ch.payload_written_locked();
-    if (!c.flush_written && written >= c.flush_bytes) {
-      c.flush_written = true;
-      c.flush_posted = ch.posted_locked();
+    if (!c.flush.written && written >= c.flush.bytes) {
+      c.flush.written = true;
+      c.flush.posted = ch.posted_locked();
     }
-    if (c.flush_written && ch.completed_locked() >= c.flush_posted) continue;
+    if (c.flush.written && ch.completed_locked() >= c.flush.posted) continue;
     // The last writes may wait for no completion (one in kSignalEvery asks for one);
     // never with the send queue full, where flush_locked would wait for room.
-    if (ch.unsignaled_locked() && (ch.drained_locked() || c.flush_written) &&
+    if (ch.unsignaled_locked() && (ch.drained_locked() || c.flush.written) &&
         ch.sq_outstanding_locked() < Channel::kSendDepth)
       ch.flush_locked();
     // What is left counts only toward the marks, so that it only goes down: requests
     // other threads post meanwhile are not progress.
     ++u.links;
-    c.flush_left = c.flush_written ? c.flush_posted - ch.completed_locked() : c.flush_bytes - written;
-    (c.flush_written ? u.writes : u.bytes) += c.flush_left;
+    c.flush.left = c.flush.written ? c.flush.posted - ch.completed_locked() : c.flush.bytes - written;
+    (c.flush.written ? u.writes : u.bytes) += c.flush.left;
   }
   return u;
 }

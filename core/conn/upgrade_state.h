@@ -48,7 +48,9 @@ struct Listener : Endpoint {
   bool redirect = false;
 };
 
-// One connection's handshake, poller-owned. Also watches the TCP duplicate.
+// One connection's handshake, poller-owned. Also watches the TCP duplicate. Its flags
+// are the facts of a handshake that rdma_cm reports piecemeal, one member each: kept
+// side by side so that each event's handler reads as the step it is.
 struct Conn : Endpoint, poller::Watcher {
   Conn() : Endpoint(Kind::conn) {}
   std::shared_ptr<Link> link;
@@ -72,9 +74,11 @@ struct Conn : Endpoint, poller::Watcher {
   uint64_t ring_size = 0;  // this connection's FERRY_RING_SIZE (a rule may set its own)
   // An exit's or a signal's flush (core/conn/exit_flush.cpp), as of its epoch: the payload
   // bytes the program had handed over, and the requests posted once they were written.
-  uint64_t flush_epoch = 0, flush_bytes = 0, flush_posted = 0;
-  bool flush_written = false;  // flush_bytes are written; flush_posted is their mark
-  uint64_t flush_left = 0;     // bytes to write, then requests to complete, at the last look
+  struct Flush {
+    uint64_t epoch = 0, bytes = 0, posted = 0;
+    bool written = false;  // `bytes` are written; `posted` is their mark
+    uint64_t left = 0;     // bytes to write, then requests to complete, at the last look
+  } flush;
 
   // TCP data or a hangup on the connection.
   void on_event_st(uint32_t) override;
