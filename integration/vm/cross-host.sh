@@ -73,6 +73,7 @@ launch() {
   [ "$mode" != unsettled ] || [ "$host" != 2 ] || rtu_drop
   [ "$mode" != unconfirmed ] || [ "$host" != 1 ] || ack_drop
   drops_before=$(drops) started=$SECONDS
+  rm -f "$out/$name.$role.out"  # a wait for "listening" must not find the last one's
   timeout 300 "${pre[@]}" $check "$@" > "$out/$name.$role.out" 2>&1 &
   side_pid=$!
   [ "$mode" != cut ] || cut_when_sent $((2 << 20))

@@ -48,7 +48,7 @@ cut() {
 run() {
   local setup=$1 mode=$2 pre=() cutter=
   port=$((port + 1))
-  rm -f "$out/$name".*.log "$HANDOFF_GO"
+  rm -f "$out/$name".*.log "$HANDOFF_GO" "$out/$name.$setup.server.out"
   # Under ferry the client sends its bulk once the connection upgraded (HANDOFF_FERRY).
   [ "$setup" = ferry ] && pre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$name.%p.log" "HANDOFF_FERRY=$ferry" "$ferry")
   "${pre[@]}" python3 "$prog" server "$ip" "$port" "$mode" > "$out/$name.$setup.server.out" 2>&1 &

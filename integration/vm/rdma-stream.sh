@@ -39,7 +39,9 @@ pair() {
   local -a spre=() cpre=() wrap=(${PAIR_WRAP:-})
   [ "${smode%% *}" = ferry ] && spre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG=${FERRY_LOG:-warn} "FERRY_LOG_FILE=$logs/$scenario.server.log" ${smode#ferry} "$ferry")
   [ "${cmode%% *}" = ferry ] && cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$logs/$scenario.client.log" ${cmode#ferry} "$ferry")
-  rm -f "$out/$scenario".*.log "$logs/$scenario".*.log
+  # The outputs too: the wait below for "listening" must not find the last pair's (the
+  # server's shell opens its own only once it runs).
+  rm -f "$out/$scenario".*.log "$logs/$scenario".*.log "$out/$scenario.server.out" "$out/$scenario.client.out"
   STREAM_SETTLE="${STREAM_SETTLE:-0}" "${wrap[@]}" "${spre[@]}" $check server "$sip" "$port" "$conns" > "$out/$scenario.server.out" 2>&1 &
   local server=$!
   for _ in $(seq 100); do grep -q listening "$out/$scenario.server.out" 2>/dev/null && break; sleep 0.1; done
@@ -135,6 +137,7 @@ scenario_proof_select() {
         cpre=(env FERRY_STATS=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
         rm -f "$out/$scenario".*.log
       fi
+      rm -f "$out/$scenario.$mode.server.err"  # the wait below must not find the last one's
       timeout 60 "${spre[@]}" /usr/bin/python3 "$prog" server "$ip" $port $way > "$out/$scenario.$mode.server.out" \
         2> "$out/$scenario.$mode.server.err" &
       server=$!
@@ -376,7 +379,7 @@ scenario_providers() {
 scenario_plain_client_rounds() {
   local rounds=400 server
   port=$((port + 1))
-  rm -f "$out/$scenario".*.log
+  rm -f "$out/$scenario".*.log "$out/$scenario.server.out"
   FERRY_STATS=1 FERRY_UPGRADE_TIMEOUT_MS=600000 FERRY_LOG_FILE="$out/$scenario.server.log" \
     "$ferry" /usr/bin/python3 "$here/../programs/rounds.py" server "$ip" $port > "$out/$scenario.server.out" 2>&1 &
   server=$!
@@ -510,7 +513,7 @@ scenario_late_accept() {
 scenario_late_accept_push() {
   local server
   port=$((port + 1))
-  rm -f "$out/$scenario".*.log
+  rm -f "$out/$scenario".*.log "$out/$scenario.server.out"
   FERRY_STATS=1 FERRY_LOG_FILE="$out/$scenario.server.log" timeout 120 "$ferry" /usr/bin/python3 -c '
 import socket, sys, time
 l = socket.socket()
@@ -708,6 +711,7 @@ scenario_exit_flush() {
         cpre=(env FERRY_STATS=1 FERRY_BACKTRACE=1 "FERRY_LOG_FILE=$out/$scenario.client.log" "$ferry")
       fi
       rm -f "$out/$scenario".*.log "$out/$scenario.go"
+      rm -f "$out/$scenario.server.out"  # the wait below must not find the last one's
       case $how in
         thread_*) "${spre[@]}" "$build/stream_exit" "$ip" $port ${how#thread_} > "$out/$scenario.server.out" 2>&1 & ;;
         *) "${spre[@]}" /usr/bin/python3 "$here/../programs/exit_flush.py" server "$ip" $port $how $size \
