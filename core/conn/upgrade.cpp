@@ -223,8 +223,7 @@ void established_st(Conn* c) {
   st().live.insert(c->link.get());
   schedule_probe_st();
   if (!c->link->transition(ConnState::handshake, ConnState::established)) {
-    FERRY_LOG(warn, "upgrade", "established a connection no longer in its handshake (%s)",
-              to_string(c->link->state()));
+    FERRY_LOG(warn, "upgrade", "established out of its handshake (%s)", to_string(c->link->state()));
     return;
   }
   watch_now(*c->link);  // every TCP arrival counts from now on (edges, the peer's cutover)
@@ -440,8 +439,7 @@ void server_listening(int fd, const SocketRef& s) noexcept {
 void server_accepted(int fd, const SocketRef& s, bool foreign) noexcept { start(fd, s, false, foreign, true); }
 
 bool forgo(Socket& s) noexcept {
-  if (!s.link || s.link->arm.load() != Link::undecided ||
-      !s.link->transition(ConnState::handshake, ConnState::failed))
+  if (!s.link || s.link->arm.load() != Link::undecided || !s.link->transition(ConnState::handshake, ConnState::failed))
     return false;
   // The poller's side of it (a request held for the first data call) times out.
   s.kernel_for_good.store(true, std::memory_order_release);
@@ -497,8 +495,8 @@ void closing(int fd, Socket& s, bool last) noexcept {
   const bool unproven = !l.inherited && l.established() && !l.channel->trusted();
   const bool proof_may_come = !l.client && !l.forged.load() && s.linger_s.load() != 0 &&
                               (l.established() ? unproven : answered);
-  if (!l.inherited && !l.down() && proof_may_come) down::prepare(fd, l);
-  if (!l.inherited && rdma && (l.down() || (l.client && unproven))) down::prepare(fd, l);
+  if (!l.inherited && ((!l.down() && proof_may_come) || (rdma && (l.down() || (l.client && unproven)))))
+    down::prepare(fd, l);
   // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).
   if (last && s.link->proof_due.load() && !s.link->down()) {
     std::lock_guard<Lock> tx(s.tx_mu);
