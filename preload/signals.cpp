@@ -29,15 +29,21 @@ FERRY_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
 
 FERRY_EXPORT sighandler_t sigset(int sig, sighandler_t disposition) {
   ferry::signals::release(sig);
-  return ferry::real.sigset(sig, disposition);
+  const sighandler_t r = ferry::real.sigset(sig, disposition);
+  ferry::signals::adopt(sig);
+  return r;
 }
 
 FERRY_EXPORT int siginterrupt(int sig, int flag) {
   ferry::signals::release(sig);
-  return ferry::real.siginterrupt(sig, flag);
+  const int r = ferry::real.siginterrupt(sig, flag);
+  ferry::signals::adopt(sig);
+  return r;
 }
 
 FERRY_EXPORT int sigignore(int sig) {
   ferry::signals::release(sig);
-  return ferry::real.sigignore(sig);
+  const int r = ferry::real.sigignore(sig);
+  ferry::signals::adopt(sig);
+  return r;
 }

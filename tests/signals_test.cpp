@@ -1,10 +1,13 @@
 #include "core/base/signals.h"
 
 #include "core/base/libc.h"
+#include "core/base/lock.h"
 
 #include <gtest/gtest.h>
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,13 +44,22 @@ int in_child(F body) {
 #define CHILD_EXPECT(cond, code) \
   if (!(cond)) _exit(code)
 
-TEST(Signals, BeforeArmEveryCallIsLibcs) {
+// A program's handler is called through ferry's relay (core/base/deferral.h): the
+// kernel holds neither it nor a default.
+bool relayed(int sig) {
+  const sighandler_t k = kernel_has(sig);
+  return k != SIG_DFL && k != SIG_IGN && k != program_handler;
+}
+
+TEST(Signals, BeforeArmOnlyHandlersAreRelayed) {
   int status = in_child([] {
     signals::signal(SIGTERM, program_handler, false);
-    CHILD_EXPECT(kernel_has(SIGTERM) == program_handler, 10);
+    CHILD_EXPECT(relayed(SIGTERM), 10);
     CHILD_EXPECT(program_sees(SIGTERM) == program_handler, 11);
     signals::signal(SIGTERM, SIG_DFL, false);
     CHILD_EXPECT(kernel_has(SIGTERM) == SIG_DFL, 12);
+    signals::signal(SIGTERM, SIG_IGN, false);
+    CHILD_EXPECT(kernel_has(SIGTERM) == SIG_IGN, 13);
   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
@@ -62,9 +74,10 @@ TEST(Signals, TheProgramSeesItsOwnDispositions) {
     CHILD_EXPECT(kernel_has(SIGTERM) != SIG_DFL && kernel_has(SIGTERM) != SIG_IGN, 11);
     CHILD_EXPECT(kernel_has(SIGUSR1) == SIG_IGN, 12);   // not the default: left alone
     CHILD_EXPECT(kernel_has(SIGQUIT) == SIG_DFL, 13);   // dumps core: not taken
-    // A handler of the program's replaces ferry's; SIG_DFL brings it back.
+    // A handler of the program's replaces ferry's stand-in by the relay; SIG_DFL
+    // brings the stand-in back.
     CHILD_EXPECT(signals::signal(SIGTERM, program_handler, false) == SIG_DFL, 14);
-    CHILD_EXPECT(kernel_has(SIGTERM) == program_handler, 15);
+    CHILD_EXPECT(relayed(SIGTERM), 15);
     CHILD_EXPECT(program_sees(SIGTERM) == program_handler, 16);
     CHILD_EXPECT(signals::signal(SIGTERM, SIG_DFL, false) == program_handler, 17);
     CHILD_EXPECT(program_sees(SIGTERM) == SIG_DFL, 18);
@@ -91,7 +104,10 @@ TEST(Signals, TheProgramSeesItsOwnDispositions) {
     struct sigaction both {};
     both.sa_handler = program_handler;
     CHILD_EXPECT(signals::sigaction(SIGUSR2, &both, &both) == 0, 28);
-    CHILD_EXPECT(both.sa_handler == SIG_DFL && kernel_has(SIGUSR2) == program_handler, 29);
+    CHILD_EXPECT(both.sa_handler == SIG_DFL && relayed(SIGUSR2), 29);
+    // A fault's handler is the kernel's to call: it is never put off.
+    signals::signal(SIGSEGV, program_handler, false);
+    CHILD_EXPECT(kernel_has(SIGSEGV) == program_handler, 31);
     CHILD_EXPECT(signals::signal(SIGUSR2, SIG_ERR, false) == SIG_ERR && errno == EINVAL, 30);
     // Signals ferry never takes, and bad numbers, are libc's.
     CHILD_EXPECT(signals::sigaction(0, nullptr, &old) == -1 && errno == EINVAL, 26);
@@ -159,6 +175,85 @@ TEST(Signals, ADefaultSignalStillEndsTheProcessOfThatSignal) {
     raise(SIGTERM);
   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A signal that comes while the thread holds a lock of ferry's waits until the thread
+// lets go of its last one, and then comes with its own details.
+volatile sig_atomic_t g_calls, g_value, g_code;
+void counting(int, siginfo_t* info, void*) {
+  g_calls = g_calls + 1;
+  g_value = info->si_value.sival_int;
+  g_code = info->si_code;
+}
+
+TEST(Deferral, ASignalWaitsForTheLastLockLetGo) {
+  int status = in_child([] {
+    struct sigaction act {};
+    act.sa_sigaction = counting;
+    act.sa_flags = SA_SIGINFO;
+    sigemptyset(&act.sa_mask);
+    CHILD_EXPECT(signals::sigaction(SIGUSR1, &act, nullptr) == 0, 10);
+    Lock outer, inner;
+    outer.lock();
+    sigval v{};
+    v.sival_int = 42;
+    CHILD_EXPECT(sigqueue(getpid(), SIGUSR1, v) == 0, 11);
+    CHILD_EXPECT(g_calls == 0, 12);  // put off
+    inner.lock();
+    inner.unlock();
+    CHILD_EXPECT(g_calls == 0, 13);  // one lock still held
+    outer.unlock();
+    CHILD_EXPECT(g_calls == 1 && g_value == 42 && g_code == SI_QUEUE, 14);
+    // Not blocked any more: the next one comes at once.
+    raise(SIGUSR1);
+    CHILD_EXPECT(g_calls == 2, 15);
+    // A standard signal that comes twice while put off comes once, as when blocked.
+    outer.lock();
+    raise(SIGUSR1);
+    raise(SIGUSR1);
+    outer.unlock();
+    CHILD_EXPECT(g_calls == 3, 16);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
+}
+
+// A handler that jumps out (siglongjmp, as iperf3's on SIGINT) cannot leave a lock
+// held: it runs once the lock is let go.
+sigjmp_buf g_back;
+void jumping(int) { siglongjmp(g_back, 1); }
+
+TEST(Deferral, AHandlerThatJumpsOutLeavesNoLockHeld) {
+  int status = in_child([] {
+    signals::signal(SIGUSR2, jumping, false);
+    static Lock lock;
+    static volatile int jumped = 0;
+    if (sigsetjmp(g_back, 1) == 0) {
+      lock.lock();
+      raise(SIGUSR2);
+      CHILD_EXPECT(jumped == 0, 10);  // still here: put off
+      lock.unlock();
+      _exit(11);  // not reached: the handler jumped
+    }
+    jumped = 1;
+    CHILD_EXPECT(lock.try_lock(), 12);
+    lock.unlock();
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
+}
+
+// SIGTERM with its default, ferry standing in: the process still dies of it, once the
+// lock is let go.
+TEST(Deferral, ADefaultSignalEndsTheProcessOnceTheLockIsLetGo) {
+  int status = in_child([] {
+    arm(nullptr);
+    Lock lock;
+    lock.lock();
+    raise(SIGTERM);
+    (void)!write(1, "", 0);
+    lock.unlock();
+    _exit(99);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
 }
 
 }  // namespace

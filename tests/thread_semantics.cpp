@@ -7,7 +7,9 @@
 //   thread_semantics IP
 #include <fcntl.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -366,6 +368,76 @@ void fork_beside_blocked_recv() {
   printf("  then 1 MiB back: %zu bytes, intact %d\n", k, got.h == want.h);
 }
 
+// A signal handler that leaves by siglongjmp (iperf3 ends so on SIGINT), 200 times
+// while the main thread sends: the handler comes at any point of a send, and the
+// connection and the process go on after it. The reader (SIGALRM blocked) sees the
+// stream end with the marker sent after the last jump; a stuck send is a hang, told by
+// the watchdog (120 s: a limit for hangs). Only this thread takes SIGALRM: a jump from
+// another thread's stack is not the program's.
+sigjmp_buf g_jump;
+volatile sig_atomic_t g_jumps;
+void jump_back(int) {
+  g_jumps = g_jumps + 1;
+  siglongjmp(g_jump, 1);
+}
+
+void jumps_out_of_send() {
+  puts("a signal handler jumps out of sends 200 times, then the stream goes on");
+  Pair p;
+  // The other threads are born with SIGALRM blocked: it comes to this one only.
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alrm, nullptr);
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 1200 && !done.load(); ++i) usleep(100000);
+    if (!done.load()) {
+      puts("  hung after the jumps");
+      fflush(stdout);
+      _exit(1);
+    }
+  });
+  bool marker = false;
+  std::thread reader([&] {
+    std::vector<uint8_t> b(64 * 1024);
+    char last[4] = {};
+    for (;;) {
+      const long n = recv(p.s, b.data(), b.size(), 0);
+      if (n <= 0) break;
+      for (long i = 0; i < n; ++i) {
+        memmove(last, last + 1, 3);
+        last[3] = static_cast<char>(b[static_cast<size_t>(i)]);
+      }
+    }
+    marker = memcmp(last, "END!", 4) == 0;
+  });
+  struct sigaction sa {}, old {};
+  sa.sa_handler = jump_back;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, &old);
+  pthread_sigmask(SIG_UNBLOCK, &alrm, nullptr);
+  static std::vector<uint8_t> data(256 * 1024, 'x');
+  g_jumps = 0;
+  const itimerval every{{0, 2000}, {0, 2000}}, off{};
+  setitimer(ITIMER_REAL, &every, nullptr);
+  sigsetjmp(g_jump, 1);
+  while (g_jumps < 200) send(p.c, data.data(), data.size(), MSG_NOSIGNAL);
+  // From here no jump: blocked, the timer stopped, one that came meanwhile dropped.
+  pthread_sigmask(SIG_BLOCK, &alrm, nullptr);
+  setitimer(ITIMER_REAL, &off, nullptr);
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGALRM, &sa, nullptr);
+  sigaction(SIGALRM, &old, nullptr);
+  pthread_sigmask(SIG_UNBLOCK, &alrm, nullptr);
+  show("send of the marker", send(p.c, "END!", 4, MSG_NOSIGNAL));
+  show("shutdown", shutdown(p.c, SHUT_WR));
+  reader.join();
+  done = true;
+  watchdog.join();
+  printf("  the stream ends with the marker: %d\n", marker);
+}
+
 // A daemon that closes every descriptor but its connection's (a loop of close, then
 // close_range and closefrom) and dup2s over low numbers: the connection goes on.
 void close_everything_else() {
@@ -422,6 +494,7 @@ int main(int argc, char** argv) {
   run("sendfile", sendfile_nonblocking_no_offset);
   run("linger", linger_zero_resets);
   run("fork", fork_beside_blocked_recv);
+  run("jumps", jumps_out_of_send);
   run("close_everything", close_everything_else);  // last: it closes what came before
   puts("done");
   fprintf(stderr, "%ld s\n", static_cast<long>(time(nullptr) - start));

@@ -8,10 +8,14 @@
 // generation was held by a thread that is not there: it counts as free. So a child
 // inherits no held lock, and its fork handler need not find and reset them.
 //
+// While a thread holds one, signals that come to it wait until it holds none
+// (core/base/deferral.h): a handler that never returns cannot leave it held.
+//
 // Built with FERRY_CHECKS, it also knows which thread holds it (held_here), for
 // FERRY_HELD (core/base/contract.h).
 #pragma once
 
+#include "core/base/deferral.h"
 #include "core/base/generation.h"
 
 #include <atomic>
@@ -26,12 +30,14 @@ class Lock {
   Lock& operator=(const Lock&) = delete;
 
   void lock() noexcept {
+    deferral::enter();
     uint32_t c = kFree;
     if (!state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed))
       lock_contended(c);
     note_holder();
   }
   bool try_lock() noexcept {
+    deferral::enter();
     uint32_t c = kFree;
     if (state_.compare_exchange_strong(c, word(kHeld), std::memory_order_acquire, std::memory_order_relaxed) ||
         (stale(c) &&
@@ -39,11 +45,14 @@ class Lock {
       note_holder();
       return true;
     }
+    deferral::leave();
     return false;
   }
+  // By the thread that holds it (each thread counts its own locks).
   void unlock() noexcept {
     forget_holder();
     if ((state_.exchange(kFree, std::memory_order_release) & kHow) == kWaited) wake_one();
+    deferral::leave();
   }
 #if FERRY_CHECKS
   // Whether the calling thread holds it (FERRY_HELD, core/base/contract.h).
@@ -66,7 +75,12 @@ class Lock {
   // Who holds it: a thread's identity is the address of a thread-local of its own.
   static const void* self() noexcept;
   void note_holder() noexcept { holder_.store(self(), std::memory_order_relaxed); }
-  void forget_holder() noexcept { holder_.store(nullptr, std::memory_order_relaxed); }
+  void forget_holder() noexcept {
+    if (holder_.exchange(nullptr, std::memory_order_relaxed) != self()) not_the_holder();
+  }
+  // Aborts: the thread that let go of it does not hold it (its count of locks,
+  // core/base/deferral.h, would be wrong).
+  [[noreturn]] static void not_the_holder() noexcept;
   std::atomic<const void*> holder_{nullptr};
 #else
   void note_holder() noexcept {}

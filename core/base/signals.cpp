@@ -1,9 +1,12 @@
 #include "core/base/signals.h"
 
+#include "core/base/deferral.h"
 #include "core/base/libc.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -22,12 +25,61 @@ bool managed(int sig) {
   return false;
 }
 
+// Signals that a thread's own instruction raises (a fault, a trap, abort): delivered
+// at once. Every other one a program handles waits while the thread holds a lock of
+// ferry's (core/base/deferral.h).
+bool put_off_able(int sig) {
+  switch (sig) {
+    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS: case SIGABRT:
+    case SIGKILL: case SIGSTOP:
+      return false;
+    default:
+      return sig > 0 && sig < NSIG;
+  }
+}
+
+// How the kernel carries a signal's disposition for the program:
+//   kKernel   as the program set it (or ferry never saw it);
+//   kStandIn  ferry's handler (on_signal) stands in for the program's SIG_DFL;
+//   kRelay    ferry's handler (relay) puts the signal off or calls the program's.
+enum Mode : uint8_t { kKernel, kStandIn, kRelay };
+
 std::atomic<bool> g_armed{false};  // set under g_lock
-// Under g_lock. ours[sig]: ferry's handler is in the kernel, standing in for the
-// program's SIG_DFL, whose flags and mask are in view[sig].
+// Under g_lock. While g_mode[sig] is not kKernel, g_view[sig] is the program's
+// disposition (its flags and mask too).
 FERRY_FORK_DATA std::atomic_flag g_lock = ATOMIC_FLAG_INIT;  // a forked child reads it
-bool g_ours[NSIG];
+Mode g_mode[NSIG];
 struct sigaction g_view[NSIG];
+
+// The program's handler as relay reads it, in any thread, while sigaction may change
+// it: a sequence lock (odd while written; written only under g_lock, with every signal
+// blocked in the writing thread).
+struct Route {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<uintptr_t> fn{0};
+  std::atomic<int> flags{0};
+};
+Route g_route[NSIG];
+
+void set_route(int sig, uintptr_t fn, int flags) {
+  Route& r = g_route[sig];
+  r.seq.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  r.fn.store(fn, std::memory_order_relaxed);
+  r.flags.store(flags, std::memory_order_relaxed);
+  r.seq.fetch_add(1, std::memory_order_release);
+}
+
+void read_route(int sig, uintptr_t& fn, int& flags) {
+  Route& r = g_route[sig];
+  for (;;) {
+    const uint32_t before = r.seq.load(std::memory_order_acquire);
+    fn = r.fn.load(std::memory_order_relaxed);
+    flags = r.flags.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!(before & 1) && r.seq.load(std::memory_order_relaxed) == before) return;
+  }
+}
 
 // g_lock, with every signal blocked in this thread meanwhile: a handler that calls
 // sigaction cannot interrupt the holder.
@@ -49,36 +101,89 @@ class Guard {
   sigset_t saved_;
 };
 
-bool is_default(const struct sigaction& a) {
-  return (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction == nullptr : a.sa_handler == SIG_DFL;
+uintptr_t handler_of(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) ? reinterpret_cast<uintptr_t>(a.sa_sigaction)
+                                   : reinterpret_cast<uintptr_t>(a.sa_handler);
 }
 
-void on_signal(int sig);
+bool is_default(const struct sigaction& a) { return handler_of(a) == reinterpret_cast<uintptr_t>(SIG_DFL); }
 
-// Under g_lock: ferry's handler in the kernel for sig, the program's SIG_DFL `as` kept.
-int stand_in(int sig, const struct sigaction& as) {
-  struct sigaction ours {};
-  ours.sa_handler = on_signal;
-  sigfillset(&ours.sa_mask);
-  ours.sa_flags = SA_RESTART;
-  const int r = real.sigaction(sig, &ours, nullptr);
-  if (r == 0) {
-    g_view[sig] = as;
-    g_ours[sig] = true;
+// A function of the program's, rather than SIG_DFL or SIG_IGN.
+bool is_function(uintptr_t fn) {
+  return fn != reinterpret_cast<uintptr_t>(SIG_DFL) && fn != reinterpret_cast<uintptr_t>(SIG_IGN);
+}
+
+void on_signal(int sig, siginfo_t* info, void* ctx);
+void relay(int sig, siginfo_t* info, void* ctx);
+
+// Under g_lock: `as`, the program's disposition for sig, put in the kernel the way
+// ferry carries it (Mode).
+int install(int sig, const struct sigaction& as) {
+  struct sigaction k = as;
+  Mode mode = kKernel;
+  if (managed(sig) && is_default(as) && g_armed.load(std::memory_order_relaxed)) {
+    k = {};
+    k.sa_sigaction = on_signal;
+    sigfillset(&k.sa_mask);
+    k.sa_flags = SA_SIGINFO | SA_RESTART;
+    mode = kStandIn;
+  } else if (put_off_able(sig) && is_function(handler_of(as)) && !(as.sa_flags & SA_RESETHAND)) {
+    // The program's mask and flags, so the kernel treats the relay as it would the
+    // program's handler. (SA_RESETHAND would bring back SIG_DFL before a put-off
+    // signal comes again: such a handler stays in the kernel.)
+    k.sa_sigaction = relay;
+    k.sa_flags = as.sa_flags | SA_SIGINFO;
+    mode = kRelay;
   }
-  return r;
+  if (mode == kRelay) set_route(sig, handler_of(as), as.sa_flags);  // before the kernel can call relay
+  if (real.sigaction(sig, &k, nullptr) != 0) {
+    if (mode == kKernel || real.sigaction(sig, &as, nullptr) != 0) return -1;
+    mode = kKernel;  // the program's own disposition, as ferry could not carry it
+  }
+  if (mode != kRelay) set_route(sig, 0, 0);
+  g_mode[sig] = mode;
+  g_view[sig] = as;
+  return 0;
 }
 
 // Under g_lock: the program's disposition back in the kernel.
 void step_aside(int sig) {
-  if (!g_ours[sig]) return;
+  if (g_mode[sig] == kKernel) return;
   real.sigaction(sig, &g_view[sig], nullptr);
-  g_ours[sig] = false;
+  g_mode[sig] = kKernel;
+  set_route(sig, 0, 0);
+}
+
+// The program's handler, or what the program set instead since the kernel chose the
+// relay: then the signal comes again, to the disposition the kernel now holds.
+void relay(int sig, siginfo_t* info, void* ctx) {
+  if (deferral::holding()) {
+    deferral::put_off(sig, info, ctx);
+    return;
+  }
+  uintptr_t fn;
+  int flags;
+  read_route(sig, fn, flags);
+  if (!is_function(fn)) {
+    const int saved = errno;
+    syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, info);
+    errno = saved;
+    return;
+  }
+  if (flags & SA_SIGINFO) {
+    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, ctx);
+  } else {
+    reinterpret_cast<void (*)(int)>(fn)(sig);
+  }
 }
 
 // The signal came while the program's disposition was SIG_DFL: the process dies of
 // it, whatever the program sets meanwhile (without ferry it would be dead already).
-void on_signal(int sig) {
+void on_signal(int sig, siginfo_t* info, void* ctx) {
+  if (deferral::holding()) {  // the flush needs this thread's locks: once they are let go
+    deferral::put_off(sig, info, ctx);
+    return;
+  }
   const int saved = errno;
   if (void (*flush)() noexcept = g_flush.load(std::memory_order_acquire)) flush();
   // The table's lock is kept to the end: no thread sets SIG_IGN or a handler between
@@ -88,7 +193,7 @@ void on_signal(int sig) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   real.sigaction(sig, &dfl, nullptr);
-  g_ours[sig] = false;
+  g_mode[sig] = kKernel;
   // Delivered at once, here: the thread's own mask (restored at the handler's return)
   // may block it, as during sigsuspend or ppoll with a mask that let it through.
   sigset_t only;
@@ -107,42 +212,27 @@ void arm(void (*flush)() noexcept) noexcept {
   if (g_armed.load(std::memory_order_relaxed)) return;
   Guard g;
   if (g_armed.load(std::memory_order_relaxed)) return;
+  g_armed.store(true, std::memory_order_relaxed);
   for (int sig : kManaged) {
     struct sigaction cur {};
-    if (real.sigaction(sig, nullptr, &cur) == 0 && is_default(cur)) stand_in(sig, cur);
+    if (g_mode[sig] == kKernel && real.sigaction(sig, nullptr, &cur) == 0 && is_default(cur)) install(sig, cur);
   }
-  g_armed.store(true, std::memory_order_relaxed);
 }
 
 int sigaction(int sig, const struct sigaction* act_in, struct sigaction* old) noexcept {
-  if (!managed(sig)) return real.sigaction(sig, act_in, old);
-  // Under the lock even before arm(), which reads and replaces the kernel's disposition.
+  if (!managed(sig) && !put_off_able(sig)) return real.sigaction(sig, act_in, old);
   Guard g;
-  if (!g_armed.load(std::memory_order_relaxed)) return real.sigaction(sig, act_in, old);
   struct sigaction copy;
-  const struct sigaction* act = nullptr;
-  if (act_in) {
-    copy = *act_in;  // before *old is written: they may be the same
-    act = &copy;
+  if (act_in) copy = *act_in;  // before *old is written: they may be the same
+  struct sigaction prev {};
+  if (g_mode[sig] != kKernel) {
+    prev = g_view[sig];
+  } else if (real.sigaction(sig, nullptr, &prev) != 0) {
+    return -1;
   }
-  if (!g_ours[sig]) {
-    if (!act || !is_default(*act)) return real.sigaction(sig, act, old);
-    // SIG_DFL again: ferry's handler stands in once more.
-    struct sigaction prev {};
-    if (real.sigaction(sig, nullptr, &prev) != 0) return -1;
-    if (stand_in(sig, *act) != 0) return real.sigaction(sig, act, old);
-    if (old) *old = prev;
-    return 0;
-  }
-  if (old) *old = g_view[sig];
-  if (!act) return 0;
-  if (is_default(*act)) {
-    g_view[sig] = *act;
-    return 0;
-  }
-  const int r = real.sigaction(sig, act, nullptr);
-  if (r == 0) g_ours[sig] = false;
-  return r;
+  if (act_in && install(sig, copy) != 0) return -1;
+  if (old) *old = prev;
+  return 0;
 }
 
 sighandler_t signal(int sig, sighandler_t handler, bool sysv) noexcept {
@@ -168,9 +258,16 @@ FERRY_FORK_PATH void after_fork_child() noexcept {
 }
 
 void release(int sig) noexcept {
-  if (!managed(sig)) return;
+  if (!managed(sig) && !put_off_able(sig)) return;
   Guard g;
   step_aside(sig);
+}
+
+void adopt(int sig) noexcept {
+  if (!managed(sig) && !put_off_able(sig)) return;
+  Guard g;
+  struct sigaction cur {};
+  if (g_mode[sig] == kKernel && real.sigaction(sig, nullptr, &cur) == 0) install(sig, cur);
 }
 
 }  // namespace ferry::signals

@@ -13,11 +13,17 @@
 // process dies of it as it would have (whatever the program set meanwhile: without
 // ferry it would be dead).
 //
+// A handler the program installs for a signal that does not come from its own
+// instruction (not a fault, a trap or abort) is called through ferry's relay, which
+// puts the signal off while the thread holds a lock of ferry's (core/base/deferral.h);
+// the kernel holds the program's mask and flags for the relay. A handler with
+// SA_RESETHAND (sysv_signal) goes to the kernel as it is.
+//
 // The program sees none of it: sigaction, signal, bsd_signal and sysv_signal report and
 // set the disposition the program chose (SIG_DFL while ferry's handler stands in for
-// it); a handler the program installs replaces ferry's in the kernel, and SIG_DFL set
-// again brings it back. sigset, sigignore and siginterrupt, which libc carries out
-// without sigaction, first hand the signal back to the kernel as the program left it.
+// it, its own handler while the relay calls it). sigset, sigignore and siginterrupt,
+// which libc carries out without sigaction, first hand the signal back to the kernel as
+// the program left it, and ferry takes up what libc set afterwards (adopt).
 //
 // A program that writes to a connection or pipe its peer left dies of SIGPIPE; what it
 // sent on its other connections still arrives, as with kernel TCP. ferry's own sends
@@ -47,5 +53,7 @@ sighandler_t signal(int sig, sighandler_t handler, bool sysv) noexcept;
 FERRY_FORK_PATH void after_fork_child() noexcept;
 // Before libc's sigset, sigignore or siginterrupt: the kernel holds the program's disposition.
 void release(int sig) noexcept;
+// After them: what libc put in the kernel, carried as sigaction would carry it.
+void adopt(int sig) noexcept;
 
 }  // namespace ferry::signals

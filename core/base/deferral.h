@@ -1,0 +1,54 @@
+// Signals put off while a thread holds one of ferry's locks.
+//
+// Under kernel TCP a signal never lands inside a socket call's bookkeeping: the kernel
+// delivers it before or after the work, or interrupts a wait. Under ferry a program's
+// handler could run in the middle of a send, with the connection's lock held; a
+// handler that never returns (siglongjmp out of it, as iperf3 does on SIGINT, or a
+// thread that then exits) would leave the lock held for good, and the next call on
+// that connection, the poller and the exit flush would wait for it for ever.
+//
+// So ferry's handler stands in the kernel for the program's (core/base/signals.cpp, the
+// relay): a signal that finds this thread holding a ferry lock is blocked in the
+// interrupted context and queued again to this thread, with its own siginfo (put_off);
+// when the thread lets go of its last lock, what was put off is unblocked and the
+// kernel delivers it there, with the program's mask and flags, as if it had just come.
+// Only asynchronous signals are put off (not a fault of ferry's own code, nor abort).
+//
+// Cost on the data path: a thread-local increment per lock and a decrement and test
+// per unlock, inline; the system calls only when a signal was put off.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ferry::deferral {
+
+// How many of ferry's locks this thread holds.
+extern thread_local constinit uint32_t t_locks;
+// The signals (bit sig - 1) put off until t_locks is 0 again: blocked in this thread
+// and pending on it.
+extern thread_local constinit uint64_t t_put_off;
+
+// Before a lock is taken: from here a signal waits.
+inline void enter() noexcept {
+  ++t_locks;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+// What was put off, delivered now (unblocked). Only when t_locks is 0.
+void deliver() noexcept;
+
+// After a lock is let go (or not taken).
+inline void leave() noexcept {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (--t_locks == 0 && t_put_off != 0) deliver();
+}
+
+// In a signal handler: whether this thread holds a lock of ferry's.
+inline bool holding() noexcept { return t_locks != 0; }
+
+// In a signal handler that found holding(): sig blocked in the interrupted context
+// `ctx` (a ucontext_t) and queued again to this thread with `info`.
+void put_off(int sig, const void* info, void* ctx) noexcept;
+
+}  // namespace ferry::deferral
