@@ -31,6 +31,12 @@ def counters(ferry, pid=None):
     return got
 
 
+def decided(got):
+    """Connections whose upgrade has been decided, in counters got: those upgraded and
+    those kept on TCP for a counted reason (every tcp_* counter but tcp_sockets)."""
+    return got.get("upgraded", 0) + sum(v for k, v in got.items() if k.startswith("tcp_") and k != "tcp_sockets")
+
+
 def await_upgraded(ferry, want, limit=LIMIT):
     """Waits until this process counts want connections upgraded (limit seconds at
     most); returns the count last seen."""

@@ -53,3 +53,29 @@ bounded() {
   done
   wait "$pid"
 }
+
+# window_rdma PROGRAM N: once the counters of the newest process named PROGRAM (or of
+# process PROGRAM, a pid) show N connections upgraded they are read (to
+# $out/$name.PROGRAM-upgraded.stat), and again 3 s later: of what its connections
+# carried between the two readings, at least 99% went over RDMA. No figure depends on
+# how fast the upgrades were (120 s is a limit for hangs). The program keeps running;
+# the status is 1 when the window failed (said by fail).
+window_rdma() {
+  local prog=$1 n=$2 pid="" up=0 r t
+  for _ in $(seq 1200); do
+    { [[ $prog =~ ^[0-9]+$ ]] && pid=$prog || pid=$(pgrep -n -x "$prog"); } &&
+      up=$("$ferry" stat "$pid" 2>/dev/null | awk '$1 == "upgraded" {print $2}') && [ "${up:-0}" -ge "$n" ] && break
+    sleep 0.1
+  done
+  [ "${up:-0}" -ge "$n" ] || { fail "$prog: only ${up:-0} of its $n connections upgraded after 120 s"; return 1; }
+  "$ferry" stat "$pid" > "$out/$name.$prog-upgraded.stat" 2>/dev/null
+  sleep 3
+  "$ferry" stat "$pid" > "$out/$name.$prog-later.stat" 2>/dev/null || { fail "$prog ended before its window was measured"; return 1; }
+  # grew FIELD: how much FIELD grew between the two readings.
+  grew() { awk -v f="$1" '$1 == f {v[FILENAME] = $2} END {print v[ARGV[2]] - v[ARGV[1]]}' \
+    "$out/$name.$prog-upgraded.stat" "$out/$name.$prog-later.stat"; }
+  r=$(( $(grew bytes_rdma_sent) + $(grew bytes_rdma_received) ))
+  t=$(( $(grew bytes_tcp_sent) + $(grew bytes_tcp_received) ))
+  [ $((r * 100)) -ge $(( (r + t) * 99 )) ] && [ "$r" -gt 0 ] ||
+    { fail "$prog's 3 s once upgraded: only $r of $((r + t)) bytes went over RDMA (want 99%)"; return 1; }
+}

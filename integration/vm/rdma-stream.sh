@@ -615,9 +615,10 @@ scenario_forged() {
 scenario_memlock() {
   local logs=/tmp/ferry-memlock
   mkdir -p $logs && chmod 1777 $logs
-  # Every connection lives past its upgrade's attempt (the client pauses after its
-  # length), however late a loaded machine makes it.
-  STREAM_SETTLE=2 PAIR_LOGS=$logs PAIR_WRAP="$here/as-nobody 600" pair "ferry FERRY_LOG=debug" ferry 4 "$ip" 1000003
+  # Every connection lives until both its ends decided its upgrade (each side pauses
+  # after its length until its counters show all 4 upgraded or kept on TCP), however
+  # late a loaded machine makes that.
+  STREAM_FERRY=$ferry STREAM_DECIDED=1 PAIR_LOGS=$logs PAIR_WRAP="$here/as-nobody 600" pair "ferry FERRY_LOG=debug" ferry 4 "$ip" 1000003
   local up res
   up=$(counter client upgraded)
   res=$(( $(counter client tcp_resources) + $(counter server tcp_resources) ))

@@ -15,6 +15,11 @@ Environment:
                                sees them all (R: rdma_registered_bytes of that reading,
                                every connection's rings: none has ended yet); if they
                                never come (upgrades.py's limit), an error at the end;
+  STREAM_DECIDED=1             with STREAM_FERRY, waits until all CONNECTIONS are
+                               decided (upgraded or kept on TCP for a counted reason,
+                               upgrades.decided) rather than upgraded, and prints
+                               "decided N, upgraded U": for scenarios where some must
+                               stay on TCP;
   STREAM_SETTLE_UNTIL=FILE     each side sends its 8-byte length, then waits until FILE
                                exists (after STREAM_SETTLE; 120 s at most): a scenario
                                looks at the processes in that pause, for as long as
@@ -84,6 +89,7 @@ def note_kernel_bytes(sock):
 
 FERRY = os.environ.get("STREAM_FERRY")
 SETTLE = {"lock": threading.Lock(), "want": 0, "seen": 0, "gave_up": False}
+DECIDED = os.environ.get("STREAM_DECIDED") == "1"
 
 
 def settle():
@@ -96,14 +102,18 @@ def settle():
                 deadline = time.monotonic() + upgrades.LIMIT
                 while True:
                     c = upgrades.counters(FERRY)
-                    if c.get("upgraded", 0) >= want:
-                        SETTLE["seen"] = c["upgraded"]
-                        print(f"upgraded {c['upgraded']}, registered {c.get('rdma_registered_bytes', 0)} bytes",
-                              flush=True)
+                    seen = upgrades.decided(c) if DECIDED else c.get("upgraded", 0)
+                    if seen >= want:
+                        SETTLE["seen"] = seen
+                        if DECIDED:
+                            print(f"decided {seen}, upgraded {c.get('upgraded', 0)}", flush=True)
+                        else:
+                            print(f"upgraded {seen}, registered {c.get('rdma_registered_bytes', 0)} bytes",
+                                  flush=True)
                         break
                     if time.monotonic() > deadline:
                         SETTLE["gave_up"] = True  # finish() says so
-                        SETTLE["seen"] = c.get("upgraded", 0)
+                        SETTLE["seen"] = seen
                         break
                     time.sleep(0.1)
     wait = float(os.environ.get("STREAM_SETTLE", "0"))
@@ -245,7 +255,8 @@ def converse(sock, size, errors, label):
 def finish(errors, summary):
     """Prints every error and the one-line summary (with the kernel's TCP byte counts)."""
     if SETTLE["gave_up"]:
-        errors.append(f"only {SETTLE['seen']} of {SETTLE['want']} connections upgraded after "
+        errors.append(f"only {SETTLE['seen']} of {SETTLE['want']} connections "
+                      f"{'decided' if DECIDED else 'upgraded'} after "
                       f"{upgrades.LIMIT:.0f} s")
     for e in errors:
         print("ERROR", e, flush=True)
