@@ -119,7 +119,7 @@ void stream(Channel& c, uint64_t total, uint64_t seed, uint64_t peer_seed, std::
   uint64_t sent = 0, got = 0;
   while ((sent < total || got < total) && ok) {
     std::lock_guard<Lock> lock(c.mu());
-    c.progress_locked();
+    c.poll_all_locked();
     if (c.failed()) {
       ADD_FAILURE() << c.error();
       ok = false;
@@ -180,7 +180,7 @@ TEST(Transport, ControlMessagesArriveInOrderWithData) {
   }
   for (int i = 0; i < 100000; ++i) {
     std::lock_guard<Lock> lock(p.server->mu());
-    p.server->progress_locked();
+    p.server->poll_all_locked();
     if (p.server->peer_fin()) break;
   }
   std::lock_guard<Lock> lock(p.server->mu());

@@ -337,7 +337,7 @@ struct EpollSet::Steps {
     set.reconcile(epfd);
     kernel_members = set.others_.load() || set.user_.load() < set.regs_.size();
     // Completions on an idle member's queue raise no event while nobody sleeps: looks
-    // poll them (see Channel::look_locked), so a program kept busy by other members still
+    // poll them (see Channel::poll_spinning_locked), so a program kept busy by other members still
     // sees them.
     set.drive_all(first);
     user = set.user_ > 0;

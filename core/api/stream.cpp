@@ -94,7 +94,7 @@ long readable(int fd, Socket& s) noexcept {
   if (!link.established()) return static_cast<long>(binding::before_proof(fd, link, n));
   std::lock_guard<Lock> lock(link.channel->mu());
   Channel& ch = *link.channel;
-  ch.progress_locked();
+  ch.poll_all_locked();
   if (ch.peer_cutover_known()) {
     const uint64_t got = std::min(link.tcp_received.load(), ch.peer_cutover());
     n = std::min(n, ch.peer_cutover() - got);

@@ -99,7 +99,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     // news it brings (credits, the end of the stream) can wait for the next empty look.
     // Before that, the ring's bytes (found by any look, readiness's among them) come
     // after a cutover that is still on the CQ.
-    if (!ch.peer_cutover_known() || (ch.readable_locked() == 0 && !ch.scan_locked())) ch.progress_locked();
+    if (!ch.peer_cutover_known() || (ch.readable_locked() == 0 && !ch.poll_ring_locked())) ch.poll_all_locked();
     cut_known = ch.peer_cutover_known();
     cut = ch.peer_cutover();
     // The client's proof comes next on TCP (core/conn/binding.h): nothing of the ring counts
@@ -181,7 +181,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     } else {
       want = static_cast<size_t>(p);
       std::lock_guard<Lock> lock(link.channel->mu());
-      link.channel->progress_locked();
+      link.channel->poll_all_locked();
       if (link.channel->peer_cutover_known()) {
         want = std::min<uint64_t>(want, link.channel->peer_cutover() - link.tcp_received);
         if (want == 0) return {RxStep::again};
@@ -197,7 +197,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     // A peek shows no byte past the peer's cutover point either (its proof, a header):
     // the cutover message is on the queue by the time they are in the kernel.
     std::lock_guard<Lock> lock(link.channel->mu());
-    link.channel->progress_locked();
+    link.channel->poll_all_locked();
     if (link.channel->peer_cutover_known()) {
       const uint64_t left = link.channel->peer_cutover() - link.tcp_received;
       if (left == 0) return {RxStep::again};
@@ -359,7 +359,7 @@ long peek_until(int fd, Socket& s, const iovec* iov, int iovcnt, int flags, size
     {
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      ch.progress_locked();
+      ch.poll_all_locked();
       if (ch.readable_locked() > static_cast<size_t>(r)) {
         // More came since: peek again. A peek that shows no more than the last one
         // (one part of a long vector list) is what there is to show.

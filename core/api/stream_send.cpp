@@ -158,7 +158,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       if (total == 0) return 0;
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      if (!ch.fits_locked(total - sent)) ch.progress_locked();
+      if (!ch.fits_locked(total - sent)) ch.poll_all_locked();
       dead = down::leaving_locked(link, ch, why);
       read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
       Slice rest(iov, iovcnt, sent, total - sent, total);
@@ -240,7 +240,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       }
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
-      if (ch.room_locked() == 0) ch.progress_locked();
+      if (ch.room_locked() == 0) ch.poll_all_locked();
       dead = down::leaving_locked(link, ch, why);
       const size_t room = dead ? 0 : ch.room_locked();
       if (room > 0) {

@@ -4,8 +4,8 @@
 //
 // Threading: every *_locked function needs mu() held (FERRY_HELD checks it in builds
 // with FERRY_CHECKS, core/base/contract.h). Whoever holds it may poll the CQ
-// (progress_locked), so app threads can make progress inline and the poller thread covers
-// the rest. Waiters watch signal(), bumped whenever progress_locked changed something.
+// (poll_all_locked), so app threads can make progress inline and the poller thread covers
+// the rest. Waiters watch signal(), bumped whenever poll_all_locked changed something.
 //
 // Data writes carry no completion for the receiver: it finds them by looking at its
 // ring (records, core/proto/records.h). A receiver about to sleep tells the peer so (sleep,
@@ -187,9 +187,10 @@ class Channel : public poller::Notified {
   // send more until some is. A reader waiting for more than that (SO_RCVLOWAT, a
   // peek) is woken as a kernel's full receive queue wakes it.
   bool rx_half_full_locked() const { FERRY_HELD(mu_); return 2 * recv_.ring.cursors().readable() >= recv_.ring.cursors().capacity(); }
-  // Takes in the records that landed since the last look, without polling the CQ: bytes
-  // only. True when some did.
-  bool scan_locked();
+  // The poll_* family, each a look for what arrived (and a bump of signal() when
+  // something did). poll_ring_locked: the records that landed in the ring since the
+  // last look, without polling the CQ: bytes only. True when some did.
+  bool poll_ring_locked();
   // Writable the way kernel TCP counts it: free space at least half of what is queued,
   // so a writer woken by it can queue a useful amount.
   // Ring and send queue count as one buffer, as the kernel's send buffer does.
@@ -240,13 +241,14 @@ class Channel : public poller::Notified {
   // connection resets).
   void leave_locked();
 
-  // Polls the CQ and applies what arrived. True when something changed.
-  bool progress_locked();
+  // The CQ (credits, control messages, send completions) and then the ring. True when
+  // something changed.
+  bool poll_all_locked();
   // A spinning waiter's look: the ring every time, the CQ one look in kCqEvery (what it
   // brings, credits, control messages and send completions, can wait a few looks; ring
   // bytes are what waiters mostly wait for) and every look until the peer's cutover is
   // known (ring bytes come after it). True when something changed.
-  bool look_locked();
+  bool poll_spinning_locked();
   // Called by a thread about to sleep on signal(): arms completion notification and
   // looks once more, so that nothing that lands from here on goes unnoticed.
   void prepare_sleep_locked();
@@ -293,7 +295,7 @@ class Channel : public poller::Notified {
   bool reserve_sq_locked(int wrs);
   uint32_t signal_flag_locked(int wrs);
   void handle_control_locked(const wire::Control& c);
-  bool land_locked();
+  bool take_ring_records_locked();
   void arm_locked();
   void arm_and_poll_locked();
   void give_credit_locked();
@@ -361,8 +363,8 @@ class Channel : public poller::Notified {
     // The poller handled a notification of it, so may hold it among its unarmed ones:
     // such a channel is destroyed on the poller thread, which forgets it there. Poller only.
     bool known_to_poller = false;
-    uint64_t polls = 0;  // progress_locked calls, by anyone
-    uint32_t looks = 0;  // look_locked calls
+    uint64_t polls = 0;  // poll_all_locked and poll_ring_locked calls, by anyone
+    uint32_t looks = 0;  // poll_spinning_locked calls
     uint64_t polls_seen = 0, polls_at_event = ~uint64_t{0};
     uint32_t rx_events = 0, tx_events = 0;
   };

@@ -27,7 +27,7 @@ void Channel::arm_locked() {
 void Channel::arm_and_poll_locked() {
   FERRY_HELD(mu_);
   arm_locked();
-  progress_locked();
+  poll_all_locked();
 }
 
 void Channel::prepare_sleep_locked() {
@@ -36,7 +36,7 @@ void Channel::prepare_sleep_locked() {
   // dies meanwhile the peer can tell whether it left bytes unread (peer_left_unread_locked).
   if (recv_.ring.cursors().uncredited() && !failed()) give_credit_locked();
   arm_locked();
-  progress_locked();
+  poll_all_locked();
   // Writes landing from here on raise no completion unless the peer knows we sleep; it
   // compares where we looked with what it wrote, so nothing written meanwhile is missed.
   if (!failed() && send_.peer_known) {
@@ -54,7 +54,7 @@ bool Channel::on_notified_locked() {
   FERRY_HELD(mu_);
   note_.armed = false;
   const uint64_t before = note_.polls;
-  progress_locked();
+  poll_all_locked();
   note_.polls_seen = note_.polls;
   if (signal_->wanted() || before == note_.polls_at_event) {
     prepare_sleep_locked();

@@ -18,7 +18,7 @@ inline constexpr uint64_t kConfirmTag = uint64_t{1} << 62;
 // On a send request's wr_id: its completion confirms the hand-off message.
 inline constexpr uint64_t kHandoffTag = uint64_t{1} << 61;
 inline constexpr uint32_t kSlot = wire::kControlSize;
-// A spinning waiter polls the CQ one look in this many (look_locked).
+// A spinning waiter polls the CQ one look in this many (poll_spinning_locked).
 inline constexpr uint32_t kCqEvery = 8;
 
 // A position in an iovec list, moved forward piece by piece.

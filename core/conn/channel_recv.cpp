@@ -54,7 +54,7 @@ size_t Channel::recv_locked(const iovec* iov, int iovcnt, bool peek) {
   return got;
 }
 
-bool Channel::land_locked() {
+bool Channel::take_ring_records_locked() {
   FERRY_HELD(mu_);
   switch (recv_.ring.scan()) {
     case ring::RecordRing::Scan::nothing: return false;
@@ -66,16 +66,16 @@ bool Channel::land_locked() {
   return false;
 }
 
-bool Channel::look_locked() {
+bool Channel::poll_spinning_locked() {
   FERRY_HELD(mu_);
-  if (++note_.looks % kCqEvery != 0 && peer_cutover_known() && !failed()) return scan_locked();
-  return progress_locked();
+  if (++note_.looks % kCqEvery != 0 && peer_cutover_known() && !failed()) return poll_ring_locked();
+  return poll_all_locked();
 }
 
-bool Channel::scan_locked() {
+bool Channel::poll_ring_locked() {
   FERRY_HELD(mu_);
   ++note_.polls;
-  if (!land_locked()) return false;
+  if (!take_ring_records_locked()) return false;
   signal_->bump();
   return true;
 }
@@ -127,7 +127,7 @@ void Channel::handle_control_locked(const wire::Control& c) {
       recv_.peer_cutover = c.value;
       break;
     case wire::Op::fin:
-      land_locked();  // every write sent before the fin has landed by now
+      take_ring_records_locked();  // every write sent before the fin has landed by now
       if (c.value != recv_.ring.produced()) fail_locked("peer's final cursor does not match the bytes received");
       recv_.peer_fin = true;
       ++note_.rx_events;
@@ -153,7 +153,7 @@ void Channel::handle_control_locked(const wire::Control& c) {
   }
 }
 
-bool Channel::progress_locked() {
+bool Channel::poll_all_locked() {
   FERRY_HELD(mu_);
   ++note_.polls;
   bool changed = false;
@@ -195,7 +195,7 @@ bool Channel::progress_locked() {
       }
     }
   }
-  if (!failed() && land_locked()) changed = true;
+  if (!failed() && take_ring_records_locked()) changed = true;
   if (changed && !send_.writing && !send_.queue.empty()) drain_locked();
   if (changed) {
     stats::add(stats::g.cq_polls, 1);

@@ -31,7 +31,7 @@ bool Channel::reserve_sq_locked(int wrs) {
   if (send_.sq_outstanding + wrs <= kSendDepth) return true;
   const auto until = std::chrono::steady_clock::now() + kSqPatience;
   for (uint32_t n = 0; send_.sq_outstanding + wrs > kSendDepth; ++n) {
-    progress_locked();
+    poll_all_locked();
     if (failed()) return false;
     if (n % 1024 == 1023 && std::chrono::steady_clock::now() > until) {
       fail_locked("the peer took none of our sends for " + std::to_string(kSqPatience.count()) + " s");

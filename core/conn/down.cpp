@@ -164,7 +164,7 @@ void want(Link& link, Why why) noexcept {
 Why confirmed(Link& link, Why why) noexcept {
   if (why != Why::peer || !link.channel) return why;
   std::lock_guard<Lock> lock(link.channel->mu());
-  link.channel->progress_locked();
+  link.channel->poll_all_locked();
   return link.channel->peer_handoff() ? Why::handoff : why;
 }
 

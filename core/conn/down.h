@@ -44,7 +44,7 @@ void want(Link& link, Why why) noexcept;
 inline bool leaving_locked(const Link& link, Channel& ch, Why& why) {
   FERRY_HELD(ch.mu());
   const bool gone = ch.failed() || link.peer_gone.load();
-  if (gone && !ch.peer_handoff()) ch.progress_locked();
+  if (gone && !ch.peer_handoff()) ch.poll_all_locked();
   why = ch.peer_handoff() ? Why::handoff : Why::failed;
   return gone || ch.peer_handoff() || link.tx_left.load();
 }

@@ -51,7 +51,7 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     bool prove = false;
     {
       std::lock_guard<Lock> lock(ch.mu());
-      ch.progress_locked();
+      ch.poll_all_locked();
       // A server whose client has not proven itself yet (core/conn/binding.h): the proof
       // comes first at the cutover point, and with no proof there TCP is the stream.
       if (ch.peer_cutover_known() && !ch.trusted() && !link.client &&
@@ -74,7 +74,7 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     std::lock_guard<Lock> lock(ch.mu());
     if (!ch.peer_cutover_known()) {
       st.rx = DownState::Rx::plain;  // the peer never left TCP: no header comes
-    } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_locked() == 0 && !ch.scan_locked() &&
+    } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_locked() == 0 && !ch.poll_ring_locked() &&
                 !ch.peer_fin()) ||
                (link.leaving.load() && header_waits(fd, link, ch))) {
       st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_locked(), ch.ring_size());
@@ -148,7 +148,7 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
     uint64_t left = 0;
     {
       std::lock_guard<Lock> chl(ch.mu());
-      ch.progress_locked();
+      ch.poll_all_locked();
       if (ch.peer_cutover_known()) {
         const uint64_t got = link.tcp_received.load();
         if (got < ch.peer_cutover()) {

@@ -53,7 +53,7 @@ void build_tx_locked(Link& link, DownState& st) {
   if (st.tx != DownState::Tx::waiting) return;
   Channel& ch = *link.channel;
   std::lock_guard<Lock> lock(ch.mu());
-  ch.progress_locked();  // credits and confirmations that came meanwhile
+  ch.poll_all_locked();  // credits and confirmations that came meanwhile
   const int fd = st.fd.load();
   if (!link.tx_cut) {
     // Nothing of ours went into the ring: TCP simply goes on.

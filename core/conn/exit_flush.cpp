@@ -59,7 +59,7 @@ Unflushed unflushed_st(uint64_t epoch) {
       continue;
     }
     Channel& ch = *link.channel;
-    ch.progress_locked();
+    ch.poll_all_locked();
     // A peer that disconnected reads nothing more (as retire_st).
     if (ch.failed() || link.peer_gone.load() || (ch.drained_locked() && ch.sq_outstanding_locked() == 0)) continue;
     if (c.flush.epoch != epoch) {

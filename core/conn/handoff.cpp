@@ -114,7 +114,7 @@ long to_tcp(int fd, Socket& s) noexcept {
     std::lock_guard<Lock> tx(s.tx_mu);
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
-    if (!link.down()) ch.progress_locked();
+    if (!link.down()) ch.poll_all_locked();
     // Both directions ended: nothing is left to carry on over TCP.
     if (link.fin_sent.load() && ch.peer_fin()) return 0;
     down::Why why = down::Why::failed;

@@ -61,7 +61,7 @@ State of(int fd, Link& link) noexcept {
     // Bytes land without completions: callers look first (drive(), prepare_sleep()).
     std::lock_guard<Lock> lock(ch.mu());
     // A peer that left: its end of stream, if it sent one, is known before deciding.
-    if (link.peer_gone.load() && !ch.peer_fin()) ch.progress_locked();
+    if (link.peer_gone.load() && !ch.peer_fin()) ch.poll_all_locked();
     readable = ch.readable_locked();
     half_full = ch.rx_half_full_locked();
     writable = ch.writable_locked();
@@ -137,10 +137,10 @@ bool drive(Link& link, bool first) noexcept {
   if (!link.established() || link.inherited) return false;
   if (first) {
     std::lock_guard<Lock> lock(link.channel->mu());
-    return link.channel->progress_locked();
+    return link.channel->poll_all_locked();
   }
   std::unique_lock<Lock> lock(link.channel->mu(), std::try_to_lock);
-  return lock.owns_lock() && link.channel->look_locked();
+  return lock.owns_lock() && link.channel->poll_spinning_locked();
 }
 
 void prepare_sleep(Link& link) noexcept {

@@ -33,7 +33,7 @@ State of(int fd, Link& link) noexcept;
 // A look at the connection. A call's first look (first) waits for the channel and
 // polls its completion queue: the peer's control messages (its fin, its cutover) that
 // arrived before the call are in the call's answer, as the kernel's would be. Later
-// looks spin (Channel::look_locked: the ring, and now and then the queue) unless another
+// looks spin (Channel::poll_spinning_locked: the ring, and now and then the queue) unless another
 // thread is at it. True when something changed.
 bool drive(Link& link, bool first) noexcept;
 

@@ -95,7 +95,7 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
       bool confirmed, failed;
       {
         std::lock_guard<Lock> lock(link.channel->mu());
-        link.channel->progress_locked();
+        link.channel->poll_all_locked();
         confirmed = link.channel->confirmed_locked();
         failed = link.channel->failed() || link.tx_left.load();
       }
@@ -211,7 +211,7 @@ void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
     {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
-      ch.progress_locked();
+      ch.poll_all_locked();
       if (!ch.peer_cutover_known() || link->tcp_received.load() < ch.peer_cutover()) return;
     }
     fd = link->fd;
@@ -232,7 +232,7 @@ void abort_if_unread(int fd, Socket& s) noexcept {
   {
     std::lock_guard<Lock> lock(link.channel->mu());
     Channel& ch = *link.channel;
-    ch.scan_locked();
+    ch.poll_ring_locked();
     if (ch.readable_locked() == 0) return;
   }
   static const linger abort{1, 0};

@@ -174,7 +174,7 @@ bool settled_at_client_st(Conn* c) {
   {
     std::lock_guard<Lock> lock(ch.mu());
     ch.stop_locked();
-    ch.progress_locked();
+    ch.poll_all_locked();
     if (!ch.peer_cutover_known()) return false;
     ch.fail_locked("the client cut over on a handshake that did not settle here");
   }

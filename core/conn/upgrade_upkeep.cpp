@@ -148,7 +148,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
       std::lock_guard<Lock> lock(link->channel->mu());
       Channel& ch = *link->channel;
       const size_t unsent = ch.unsent_locked();
-      ch.progress_locked();
+      ch.poll_all_locked();
       // A peer that disconnected reads nothing more: what is left is lost with it, as
       // with kernel TCP when the peer's socket is gone.
       drained = ch.failed() || link->peer_gone.load() || (ch.drained_locked() && ch.sq_outstanding_locked() == 0);
