@@ -1,11 +1,15 @@
 // fork, vfork, _exit, and ferry's own start and exit.
 #include "preload/export.h"
 
+#include "core/api/api.h"
 #include "core/base/fork_path.h"
+#include "core/base/libc.h"
+#include "core/base/sandbox.h"
 #include "core/conn/handoff.h"
 #include "core/conn/upgrade.h"
 #include "core/process/runtime.h"
 
+#include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@ __attribute__((constructor(101))) static void ferry_start() { ferry::runtime::st
 // (core/conn/handoff.h), lets the others put what the program sent into the peer's ring
 // (core/conn/upgrade.h), then prints its counters.
 __attribute__((destructor)) FERRY_FORK_PATH static void ferry_finish() {
+  if (ferry::sandbox::on()) return;  // nothing the filter may not allow (core/base/sandbox.h)
   ferry::handoff::at_exit();
   ferry::upgrade::flush_at_exit();
   ferry::runtime::finish();
@@ -38,10 +43,34 @@ FERRY_EXPORT pid_t vfork() {
 // children) runs no destructors: FERRY_STATS still prints its counters. Then what
 // glibc's _exit does, the exit_group system call.
 FERRY_EXPORT FERRY_FORK_PATH void _exit(int status) {
-  ferry::handoff::at_exit();
-  ferry::upgrade::flush_at_exit();
-  ferry::runtime::finish();
-  for (;;) syscall(SYS_exit_group, status);
+  if (!ferry::sandbox::on()) {
+    ferry::handoff::at_exit();
+    ferry::upgrade::flush_at_exit();
+    ferry::runtime::finish();
+  }
+  for (;;) ferry::real.syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);
 }
 
 FERRY_EXPORT void _Exit(int status) { _exit(status); }
+
+// A system-call filter about to be installed (core/base/sandbox.h): prctl's
+// PR_SET_SECCOMP, and the seccomp system call as libseccomp makes it, through syscall().
+// Both take their arguments as libc's do: up to four (prctl) or six (syscall) words.
+FERRY_EXPORT int prctl(int option, ...) {
+  va_list ap;
+  va_start(ap, option);
+  unsigned long a[4];
+  for (unsigned long& x : a) x = va_arg(ap, unsigned long);
+  va_end(ap);
+  return FERRY_RESULT(int, prctl(option, a[0], a[1], a[2], a[3]));
+}
+
+FERRY_EXPORT FERRY_FORK_PATH long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  if (number == SYS_seccomp) ferry::api::before_seccomp(a[0]);
+  return ferry::real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}

@@ -85,6 +85,24 @@ TEST(PreloadRuntime, LogFileSurvivesAProgramThatClosesEverything) {
   system((std::string("rm -rf ") + dir).c_str());
 }
 
+// A program that installs a strict system-call filter (read, write, send, receive,
+// close, memory, randomness, exit) after using a connection: ferry hands nothing over and makes
+// none of its own calls from then on (core/base/sandbox.h), whatever FERRY_LOG and
+// FERRY_STATS ask for. Without ferry the same filter lets the program through.
+TEST(PreloadRuntime, AProgramUnderAStrictFilterIsNotKilled) {
+  for (const char* how : {"prctl", "syscall"}) {
+    FILE* p = popen((std::string("ASAN_OPTIONS=detect_leaks=0 " FERRY_SANDBOX_HELPER " ") + how).c_str(), "r");
+    char line[256];
+    while (p && fgets(line, sizeof line, p)) {
+    }
+    const int plain = p ? pclose(p) : -1;
+    ASSERT_TRUE(WIFEXITED(plain) && WEXITSTATUS(plain) == 0) << how << " without ferry: " << plain;
+    Result r = run("ASAN_OPTIONS=detect_leaks=0 FERRY_LOG=debug FERRY_STATS=1", how, FERRY_SANDBOX_HELPER);
+    EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << how << ": " << r.status << "\n" << r.output;
+    EXPECT_NE(r.output.find("sandboxed: 5 bytes back"), std::string::npos) << r.output;
+  }
+}
+
 TEST(PreloadRuntime, CountersPrintedWhenTheProcessEndsWithExit) {
   Result r = run("FERRY_STATS=1", "_exit");
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 7) << r.status << "\n" << r.output;

@@ -94,5 +94,9 @@ long execvp(const char* file, char* const argv[]) noexcept;
 long execvpe(const char* file, char* const argv[], char* const envp[]) noexcept;
 long execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) noexcept;
 long fexecve(int fd, char* const argv[], char* const envp[]) noexcept;
+// A system-call filter is about to be installed in this process (core/base/sandbox.h):
+// prctl(PR_SET_SECCOMP, ...) and the seccomp system call (operation op).
+long prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) noexcept;
+void before_seccomp(long op) noexcept;
 
 }  // namespace ferry::api

@@ -3,6 +3,7 @@
 #include "core/api/epoll_set.h"
 #include "core/api/stream.h"
 #include "core/base/own_fd.h"
+#include "core/base/sandbox.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/handoff.h"
 #include "core/conn/upgrade.h"
@@ -59,6 +60,11 @@ long close(int fd) noexcept {
   if (ours(fd)) return -EBADF;
   // Untrack first: once the kernel frees the number another thread may reuse it.
   SocketRef s = fd_table().take(fd);
+  if (sandbox::on() && s) {
+    // Under the program's system-call filter (core/base/sandbox.h) nothing of ferry's is
+    // undone (its connections went back to TCP before the filter): the socket is kept.
+    new SocketRef(std::move(s));
+  }
   // No other descriptor of the table shares the socket (a count another thread holds
   // for a moment only makes the close an orderly one).
   if (s && s->link) closing(fd, *s, s.use_count() == 1);

@@ -6,6 +6,7 @@
 #include "core/base/fork_path.h"
 #include "core/base/libc.h"
 #include "core/base/own_fd.h"
+#include "core/base/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,6 +90,7 @@ void reopen_now() noexcept {
 // SIGPIPE (without ferry it would not have written at all): the signal is blocked in
 // this thread for the write, and one the write raised is taken back.
 void write_raw(const char* text, size_t len) noexcept {
+  if (sandbox::on()) return;  // not a call the program's filter may not allow (core/base/sandbox.h)
   int saved = errno;
   if (g_reopen.load(std::memory_order_relaxed) != kOpen) reopen_now();
   sigset_t pipe_only, mask, pending;

@@ -258,23 +258,37 @@ void Owner::on_event_st(uint32_t) {
   }
 }
 
-void before_exec() noexcept {
+namespace {
+
+// Every upgraded connection of this process (an ancestor's too), or only those whose
+// descriptor survives an exec, back to kernel TCP.
+void all_to_tcp(bool surviving_exec) {
   // Collected first: a hand-off waits, and the table must not be held meanwhile.
   std::vector<std::pair<int, SocketRef>> leaving;
   fd_table().for_each([&](int fd, const SocketRef& s) {
     if (ours(s) || (s->link && s->link->orphaned)) leaving.emplace_back(fd, s);
   });
   for (auto& [fd, s] : leaving) {
-    const int flags = real.fcntl(fd, F_GETFD);
-    if (flags < 0 || (flags & FD_CLOEXEC)) continue;
+    if (surviving_exec) {
+      const int flags = real.fcntl(fd, F_GETFD);
+      if (flags < 0 || (flags & FD_CLOEXEC)) continue;
+    }
     if (s->link->orphaned) {
       ask_owner(*s);  // an ancestor's: it hands it over
     } else {
       hand(fd, *s);
     }
   }
+}
+
+}  // namespace
+
+void before_exec() noexcept {
+  all_to_tcp(true);
   let_go();  // what the new program keeps is on TCP now
 }
+
+void before_sandbox() noexcept { all_to_tcp(false); }
 
 namespace {
 

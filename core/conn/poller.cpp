@@ -3,6 +3,7 @@
 #include "core/base/config.h"
 #include "core/base/contract.h"
 #include "core/base/fork_spare.h"
+#include "core/base/sandbox.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
@@ -286,6 +287,7 @@ void poller_only_violated(const char* where) noexcept {
 }
 
 bool available() noexcept {
+  if (sandbox::on()) return false;  // no upgrade under a system-call filter (core/base/sandbox.h)
   State s = P().state.load(std::memory_order_acquire);
   if (s != State::unknown) return s == State::running;
   std::lock_guard<std::mutex> lock(P().start_mu);

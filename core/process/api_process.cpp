@@ -1,8 +1,13 @@
 #include "core/api/api.h"
 
+#include "core/base/log.h"
+#include "core/base/sandbox.h"
 #include "core/conn/handoff.h"
 #include "core/conn/upgrade.h"
 #include "core/process/runtime.h"
+
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 
 namespace ferry::api {
 
@@ -28,6 +33,24 @@ void before_exec() {
   handoff::before_exec();
   upgrade::flush_at_exit();
   runtime::finish_before_exec();
+}
+
+// Before a filter: the process's upgraded connections go back to TCP, what was queued
+// reaches the kernel, and ferry carries nothing new (core/base/sandbox.h). Whether or not
+// the filter then goes in: a program that tried is one that means to.
+void before_seccomp(long op) noexcept {
+  if (op != SECCOMP_SET_MODE_STRICT && op != SECCOMP_SET_MODE_FILTER) return;
+  if (sandbox::on()) return;
+  handoff::before_sandbox();
+  upgrade::flush_at_exit();
+  sandbox::enter();
+  FERRY_LOG(info, "runtime", "a system-call filter: passthrough from here on");
+}
+
+long prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) noexcept {
+  if (option == PR_SET_SECCOMP)
+    before_seccomp(a2 == SECCOMP_MODE_STRICT ? SECCOMP_SET_MODE_STRICT : SECCOMP_SET_MODE_FILTER);
+  return sys(real.prctl(option, a2, a3, a4, a5));
 }
 
 long execve(const char* path, char* const argv[], char* const envp[]) noexcept {

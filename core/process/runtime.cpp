@@ -6,6 +6,7 @@
 #include "core/base/libc.h"
 #include "core/base/log.h"
 #include "core/base/rules.h"
+#include "core/base/sandbox.h"
 #include "core/base/stats.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/handoff.h"
@@ -52,7 +53,7 @@ void start() noexcept {
 }
 
 void finish() noexcept {
-  if (!config().stats) return;
+  if (!config().stats || sandbox::on()) return;
   if (stats::g.pid == 0) stats::g.pid = static_cast<uint64_t>(getpid());  // asked only now
   std::string text = stats::format(stats::g);
   log::write_raw(text.data(), text.size());

@@ -285,6 +285,39 @@ got=$(under client curl -sf "http://$ip:8089/big" | sha256sum)
 wrk_rdma 8089
 record $res
 
+# A program that sandboxes itself (core/base/sandbox.h): a connection that went over
+# RDMA, then a strict system-call filter, then the connection used again. ferry hands
+# it back to TCP before the filter and makes no call of its own after it.
+name=sandbox
+res=ok
+for how in prctl syscall; do
+  under client env SANDBOX_STAT_CMD="env -u LD_PRELOAD -u FERRY_STATS -u FERRY_LOG_FILE $ferry stat" \
+    "$build/tests/sandbox_helper" "$how" "$ip" > "$out/$name.$how.out" 2>&1 &&
+    grep -q '^upgraded before the filter: 2$' "$out/$name.$how.out" && grep -q '^sandboxed: 5 bytes back$' "$out/$name.$how.out" ||
+    { res=FAILED; fail "$how: $(tail -2 "$out/$name.$how.out")"; }
+done
+record $res
+
+# sshd and ssh, both under ferry: sshd forks a pre-authentication child that installs a
+# system-call filter, then serves the session; 8 MiB up through cat and back.
+name=sshd
+keys=$(mktemp -d /tmp/sshd.XXXXXX)
+ssh-keygen -q -t ed25519 -N '' -f "$keys/host"
+ssh-keygen -q -t ed25519 -N '' -f "$keys/user"
+cp "$keys/user.pub" "$keys/authorized_keys"
+mkdir -p /run/sshd
+printf '%s\n' "Port 2222" "ListenAddress $ip" "HostKey $keys/host" "AuthorizedKeysFile $keys/authorized_keys" \
+  "PermitRootLogin yes" "StrictModes no" "UsePAM no" "PidFile $keys/sshd.pid" > "$keys/sshd_config"
+serve /usr/sbin/sshd -D -e -f "$keys/sshd_config"
+wait_port 2222
+head -c 8388608 /dev/urandom > "$keys/data"
+if under client timeout 300 ssh -i "$keys/user" -o BatchMode=yes -o StrictHostKeyChecking=no \
+     -o UserKnownHostsFile=/dev/null -p 2222 "root@$ip" cat < "$keys/data" > "$keys/back" 2> "$out/$name.client.err" &&
+   cmp -s "$keys/data" "$keys/back"; then res=ok; else
+  res=FAILED; fail "8 MiB through ssh: $(tail -1 "$out/$name.client.err") / $(tail -1 "$out/$name.server.out")"; fi
+stop $server
+record $res
+
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
 printf '%s\n' "${rows[@]}"
 verdict programs
