@@ -15,7 +15,10 @@
                                      `ferry stat` of itself counts the connection
                                      upgraded (30 s at most).
   intrusion.py push-all-server IP PORT N BYTES
-                                     accepts N clients; to each, once it said its line,
+                                     accepts N clients; to each, once it said its line
+                                     (and, with $INTRUSION_FERRY, the ferry launcher, once
+                                     ferry counts every connection accepted so far
+                                     upgraded: the bytes go over RDMA on any machine),
                                      sends BYTES of a pattern and ends its side, then
                                      reads to the client's end. Errors of one client's
                                      connection (an intruder's) end only that one.
@@ -32,6 +35,9 @@ import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import upgrades  # noqa: E402
 
 N = 40
 
@@ -73,10 +79,14 @@ def push_all(ip, port, n, size):
     ls.listen(8)
     print("listening", flush=True)
     body = pattern(size)
+    ferry = os.environ.get("INTRUSION_FERRY")
+    accepted = [0]
 
     def serve_one(conn):
         try:
             conn.makefile("rb").readline()
+            if ferry:
+                upgrades.await_upgraded(ferry, accepted[0])
             conn.sendall(body)
             conn.shutdown(socket.SHUT_WR)
             read_all(conn)
@@ -87,6 +97,7 @@ def push_all(ip, port, n, size):
     threads = []
     for _ in range(n):
         conn, _ = ls.accept()
+        accepted[0] += 1
         t = threading.Thread(target=serve_one, args=(conn,))
         t.start()
         threads.append(t)

@@ -98,14 +98,17 @@ squat() {
 # in registered memory (1 GiB pinned per request) if it believed it.
 bigring() { forge "$1" $((1 << 30)); }
 
-# push_all SETUP: the server (push-all-server, 2 clients, 4 MiB each) and a client
+# push_all SETUP [upgraded]: the server (push-all-server, 2 clients, 4 MiB each) and a client
 # under ferry (pull-client) that holds its connection open until $out/intrusion.go;
 # sets $server and $client.
 push_all() {
   local setup=$1
   port=$((port + 1))
   rm -f "$out/$name".* "$out/intrusion.go"
-  $(under "$setup" server) python3 "$prog" push-all-server "$ip" $port 2 $((4 << 20)) > "$out/$name.$setup.server.out" 2>&1 &
+  # With `upgraded` under ferry, each body goes once the server counts its connection
+  # upgraded: over RDMA, where the attack is, however slow the machine.
+  INTRUSION_FERRY=$([ "$setup" = ferry ] && [ "${2:-}" = upgraded ] && echo "$ferry") $(under "$setup" server) \
+    python3 "$prog" push-all-server "$ip" $port 2 $((4 << 20)) > "$out/$name.$setup.server.out" 2>&1 &
   server=$!
   wait_port $port
   listening "$setup"
@@ -151,7 +154,7 @@ write() {
 # no receive request: the server's messages to it find none.
 mute() {
   local setup=$1 server client
-  push_all "$setup"
+  push_all "$setup" upgraded
   timeout 100 $nobody "$build/rdma_intruder" mute "$ip" $port 90 > "$out/$name.$setup.intruder.out" 2>&1
   finish "$setup"
 }

@@ -166,7 +166,7 @@ nginx_client() {
   done
   # wrk keeps 16 connections busy through its window (window_rdma; wrk's -d is a limit
   # for hangs), then is stopped (SIGINT: it prints its results).
-  under wrk wrk -t 2 -c 16 -d 600s "http://$peer:8088/small" > "$out/$name.wrk.out" 2>&1 &
+  under wrk wrk -t 2 -c 16 -d 600s --timeout 30s "http://$peer:8088/small" > "$out/$name.wrk.out" 2>&1 &
   local wrk=$!
   window_rdma wrk 16 || status=1
   pkill -INT -n -x wrk || { fail "wrk ended before its window was measured"; status=1; }

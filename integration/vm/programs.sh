@@ -230,9 +230,10 @@ record $res
 # wrk_rdma PORT: wrk keeps 16 connections to nginx on PORT busy: once they upgraded
 # (each redirected to the worker that accepted it), 3 s of them are measured
 # (window_rdma); then wrk is stopped (SIGINT: it prints its results), and the master
-# and its workers. (wrk's -d is a limit for hangs.)
+# and its workers. (wrk's -d is a limit for hangs, and so is its --timeout: a response
+# later than wrk's default 2 s counts as a socket error, which a loaded host gives.)
 wrk_rdma() {
-  under wrk wrk -t 2 -c 16 -d 600s "http://$ip:$1/small" > "$out/$name.wrk.out" 2>&1 &
+  under wrk wrk -t 2 -c 16 -d 600s --timeout 30s "http://$ip:$1/small" > "$out/$name.wrk.out" 2>&1 &
   local wrk=$!
   window_rdma wrk 16
   pkill -INT -n -x wrk 2>/dev/null || fail "wrk ended before it was stopped"
