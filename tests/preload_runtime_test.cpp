@@ -90,14 +90,19 @@ TEST(PreloadRuntime, LogFileSurvivesAProgramThatClosesEverything) {
 // none of its own calls from then on (core/base/sandbox.h), whatever FERRY_LOG and
 // FERRY_STATS ask for. Without ferry the same filter lets the program through.
 TEST(PreloadRuntime, AProgramUnderAStrictFilterIsNotKilled) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer's runtime makes calls of its own (its checks, its reports, at exit) that
+  // a strict filter does not allow, with or without ferry.
+  GTEST_SKIP() << "the filter is the plain build's to test";
+#endif
   for (const char* how : {"prctl", "syscall"}) {
-    FILE* p = popen((std::string("ASAN_OPTIONS=detect_leaks=0 " FERRY_SANDBOX_HELPER " ") + how).c_str(), "r");
+    FILE* p = popen((std::string(FERRY_SANDBOX_HELPER " ") + how).c_str(), "r");
     char line[256];
     while (p && fgets(line, sizeof line, p)) {
     }
     const int plain = p ? pclose(p) : -1;
     ASSERT_TRUE(WIFEXITED(plain) && WEXITSTATUS(plain) == 0) << how << " without ferry: " << plain;
-    Result r = run("ASAN_OPTIONS=detect_leaks=0 FERRY_LOG=debug FERRY_STATS=1", how, FERRY_SANDBOX_HELPER);
+    Result r = run("FERRY_LOG=debug FERRY_STATS=1", how, FERRY_SANDBOX_HELPER);
     EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << how << ": " << r.status << "\n" << r.output;
     EXPECT_NE(r.output.find("sandboxed: 5 bytes back"), std::string::npos) << r.output;
   }
