@@ -217,6 +217,25 @@ TEST(Deferral, ASignalWaitsForTheLastLockLetGo) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
 }
 
+// SA_NODEFER leaves the signal unblocked in its handler: put off, it still waits.
+TEST(Deferral, ANoDeferHandlerIsPutOffOnce) {
+  int status = in_child([] {
+    struct sigaction act {};
+    act.sa_sigaction = counting;
+    act.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&act.sa_mask);
+    CHILD_EXPECT(signals::sigaction(SIGUSR1, &act, nullptr) == 0, 10);
+    g_calls = 0;
+    Lock lock;
+    lock.lock();
+    raise(SIGUSR1);
+    CHILD_EXPECT(g_calls == 0, 11);
+    lock.unlock();
+    CHILD_EXPECT(g_calls == 1, 12);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status) << " " << status;
+}
+
 // A handler that jumps out (siglongjmp, as iperf3's on SIGINT) cannot leave a lock
 // held: it runs once the lock is let go.
 sigjmp_buf g_back;

@@ -15,8 +15,14 @@ thread_local constinit uint64_t t_put_off = 0;
 void put_off(int sig, const void* info, void* ctx) noexcept {
   const int saved = errno;
   // Blocked from the handler's return on: the kernel restores the interrupted
-  // context's mask. Queued again now (blocked in this handler too), it stays pending.
+  // context's mask. Queued again now, it stays pending.
   sigaddset(&static_cast<ucontext_t*>(ctx)->uc_sigmask, sig);
+  // Blocked in this handler too: with SA_NODEFER it is not, and the signal queued
+  // again would come back at once, into this handler, for ever.
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  pthread_sigmask(SIG_BLOCK, &only, nullptr);
   t_put_off |= uint64_t{1} << (sig - 1);
   if (syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, info) != 0)
     syscall(SYS_tgkill, getpid(), gettid(), sig);  // the signal still comes, without its details
