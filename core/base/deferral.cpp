@@ -24,6 +24,12 @@ void put_off(int sig, const void* info, void* ctx) noexcept {
   sigaddset(&only, sig);
   pthread_sigmask(SIG_BLOCK, &only, nullptr);
   t_put_off |= uint64_t{1} << (sig - 1);
+  queue_again(sig, info);
+  errno = saved;
+}
+
+void queue_again(int sig, const void* info) noexcept {
+  const int saved = errno;
   if (syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, info) != 0)
     syscall(SYS_tgkill, getpid(), gettid(), sig);  // the signal still comes, without its details
   errno = saved;

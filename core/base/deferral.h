@@ -50,5 +50,8 @@ inline bool holding() noexcept { return t_locks != 0; }
 // In a signal handler that found holding(): sig blocked in the interrupted context
 // `ctx` (a ucontext_t) and queued again to this thread with `info`.
 void put_off(int sig, const void* info, void* ctx) noexcept;
+// In a signal handler: sig queued again to this thread with `info`, for the
+// disposition the kernel holds now.
+void queue_again(int sig, const void* info) noexcept;
 
 }  // namespace ferry::deferral

@@ -5,8 +5,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 
@@ -164,12 +162,7 @@ void relay(int sig, siginfo_t* info, void* ctx) {
   uintptr_t fn;
   int flags;
   read_route(sig, fn, flags);
-  if (!is_function(fn)) {
-    const int saved = errno;
-    syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, info);
-    errno = saved;
-    return;
-  }
+  if (!is_function(fn)) return deferral::queue_again(sig, info);
   if (flags & SA_SIGINFO) {
     reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, ctx);
   } else {
