@@ -35,7 +35,7 @@ namespace ferry::stats {
   X(requests_unmatched, "upgrade requests rejected: no such TCP connection")     \
   X(requests_dropped, "upgrade requests rejected: too many held (from the peer's address, or in all)") \
   X(upgrades_forged, "upgrades refused: the RDMA peer could not prove it holds the TCP connection") \
-  X(upgrades_unproven, "upgrades that stayed on TCP: no proof came from the peer (TCP ended, or waited too long)") \
+  X(upgrades_unproven, "upgrades that stayed on TCP: no proof came from the peer (TCP ended, it waited too long, or its RDMA side failed first)") \
   X(downgrades_failover, "connections that went back to TCP: their RDMA side failed") \
   X(downgrades_peer, "connections that went back to TCP: the peer went back first") \
   X(downgrades_handoff, "connections that went back to TCP: handed to another program by either end") \

@@ -145,8 +145,15 @@ void want(Link& link, Why why) noexcept {
   }
   switch (why) {
     case Why::failed:
-      stats::add(stats::g.downgrades_failover, 1);
-      FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA side failed");
+      if (link.client && link.channel && !link.channel->trusted()) {
+        // Never bound (core/conn/binding.h): the server's answer to our proof will not
+        // come now, whether it waited too long or its queue pair went first.
+        stats::add(stats::g.upgrades_unproven, 1);
+        FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA peer never answered our proof");
+      } else {
+        stats::add(stats::g.downgrades_failover, 1);
+        FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA side failed");
+      }
       break;
     case Why::peer:
       stats::add(stats::g.downgrades_peer, 1);

@@ -41,14 +41,13 @@ void binding_tick_st(Link* l) {
   const int64_t cut = l->cut_us.load(std::memory_order_relaxed);
   if (cut == 0 || now_us() - cut < std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count())
     return;
-  stats::add(stats::g.upgrades_unproven, 1);
   FERRY_LOG(warn, "binding", "port %u -> %u: %s: going on over TCP", c->local_port, c->peer_port,
             l->proof_due.load() ? "our proof could not go into TCP" : "the RDMA peer never answered our proof");
   {
     std::lock_guard<Lock> lock(l->channel->mu());
     l->channel->fail_locked("the peer did not prove it holds the TCP connection");
   }
-  down::want(*l, down::Why::failed);  // the queued bytes go over TCP at the program's next call
+  down::want(*l, down::Why::failed);  // counted unproven; the queued bytes go over TCP at the program's next call
 }
 
 void probe_tick_st() {

@@ -8,9 +8,11 @@
 //     own (said to be RING_BYTES large: 64 KiB); once accepted, claims the client cut
 //     over at TCP_OFFSET (the bytes the client sent so far) and watches its ring for
 //     SECONDS.
-//   rdma_intruder squat IP PORT SECONDS
+//   rdma_intruder squat IP PORT SECONDS [LEAVE]
 //     Takes rdma_cm port PORT before a server does and answers every Hello with a
-//     Welcome and a ring of its own, then watches the rings for SECONDS.
+//     Welcome and a ring of its own, then watches the rings for SECONDS (or until
+//     SIGTERM); with LEAVE, it goes (its queue pairs with it) LEAVE seconds after the
+//     first Welcome.
 //   rdma_intruder write IP PORT ADDR RKEY
 //     A client of the server in its own right (its own TCP connection, upgraded as
 //     ferry's client asks, then says "GO"): once accepted, writes 64 bytes to ADDR with RKEY (another
@@ -37,6 +39,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +127,8 @@ rdma_conn_param param(const void* data, uint8_t len) {
 }
 
 // Watches the rings for `seconds` and reports what landed.
+volatile sig_atomic_t g_stop = 0;
+
 int report(const std::vector<Side*>& sides, int seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (std::chrono::steady_clock::now() < until) {
@@ -191,7 +196,8 @@ int forge(const sockaddr_in& server, uint16_t client_port, uint64_t offset, int 
   return report({&side}, seconds);
 }
 
-int squat(const sockaddr_in& at, int seconds) {
+int squat(const sockaddr_in& at, int seconds, int leave) {
+  signal(SIGTERM, [](int) { g_stop = 1; });  // stopped early, it still says what it did
   rdma_cm_id* listen = nullptr;
   if (rdma_create_id(g_events, &listen, nullptr, RDMA_PS_TCP) != 0) return 1;
   if (rdma_bind_addr(listen, (sockaddr*)&at) != 0 || rdma_listen(listen, 16) != 0) {
@@ -201,8 +207,8 @@ int squat(const sockaddr_in& at, int seconds) {
   printf("holding rdma_cm port %u\n", ntohs(at.sin_port));
   fflush(stdout);
   std::vector<Side*> sides;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < until) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!g_stop && std::chrono::steady_clock::now() < until) {
     rdma_cm_event* ev = next_event(100);
     if (!ev) continue;
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -225,6 +231,7 @@ int squat(const sockaddr_in& at, int seconds) {
     if (rdma_accept(id, &p) != 0) continue;
     printf("accepted a request for client port %u\n", h.client_port);
     fflush(stdout);
+    if (sides.empty() && leave >= 0) until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(leave));
     sides.push_back(side);
   }
   return report(sides, 0);
@@ -333,8 +340,6 @@ int mute(const sockaddr_in& server, int seconds) {
   return 0;
 }
 
-volatile sig_atomic_t g_stop = 0;
-
 int flood(const sockaddr_in& server, int seconds) {
   signal(SIGTERM, [](int) { g_stop = 1; });  // stopped early, it still says what it did
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -392,7 +397,7 @@ int flood(const sockaddr_in& server, int seconds) {
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS [RING_BYTES] | squat IP PORT SECONDS\n"
+      "usage: rdma_intruder forge IP PORT CLIENT_PORT TCP_OFFSET SECONDS [RING_BYTES] | squat IP PORT SECONDS [LEAVE]\n"
       "       | write IP PORT ADDR RKEY | mute IP PORT SECONDS | flood IP PORT SECONDS\n";
   if (argc < 5) {
     fputs(usage.c_str(), stderr);
@@ -412,7 +417,7 @@ int main(int argc, char** argv) {
   if (mode == "forge" && argc >= 7)
     return forge(addr, static_cast<uint16_t>(atoi(argv[4])), strtoull(argv[5], nullptr, 10), atoi(argv[6]),
                  argc >= 8 ? strtoull(argv[7], nullptr, 0) : kRing);
-  if (mode == "squat") return squat(addr, atoi(argv[4]));
+  if (mode == "squat") return squat(addr, atoi(argv[4]), argc >= 6 ? atoi(argv[5]) : -1);
   if (mode == "write" && argc >= 6)
     return write_other(addr, strtoull(argv[4], nullptr, 0), static_cast<uint32_t>(strtoul(argv[5], nullptr, 0)));
   if (mode == "mute") return mute(addr, atoi(argv[4]));
