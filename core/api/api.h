@@ -98,5 +98,7 @@ long fexecve(int fd, char* const argv[], char* const envp[]) noexcept;
 // prctl(PR_SET_SECCOMP, ...) and the seccomp system call (operation op).
 long prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) noexcept;
 void before_seccomp(long op) noexcept;
+// An io_uring instance is about to be created in this process (core/base/uring.h).
+void before_io_uring() noexcept;
 
 }  // namespace ferry::api

@@ -288,7 +288,7 @@ void before_exec() noexcept {
   let_go();  // what the new program keeps is on TCP now
 }
 
-void before_sandbox() noexcept { all_to_tcp(false); }
+void all_back() noexcept { all_to_tcp(false); }
 
 namespace {
 

@@ -23,8 +23,9 @@ namespace ferry::handoff {
 
 // Before exec: every upgraded connection whose descriptor survives it (no FD_CLOEXEC).
 void before_exec() noexcept;
-// Before a system-call filter (core/base/sandbox.h): every upgraded connection.
-void before_sandbox() noexcept;
+// Every upgraded connection of the process: before a system-call filter
+// (core/base/sandbox.h) or an io_uring instance (core/base/uring.h).
+void all_back() noexcept;
 // Before sendmsg: the TCP sockets among msg's SCM_RIGHTS descriptors.
 void before_passing(const msghdr* msg) noexcept;
 

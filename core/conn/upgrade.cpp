@@ -327,7 +327,7 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
   // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
   if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
   const rules::Rule* rule = nullptr;
-  if (kept_by_rule(client, local, peer, rule)) return;
+  if (kept_on_tcp(client, local, peer, rule)) return;
   // Before the poller: a server the user's processes know to run no ferry costs a new
   // process no rdma-core (core/conn/refusals.h).
   if (client && refusals::refused_lately(peer)) {

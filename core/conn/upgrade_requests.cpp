@@ -9,6 +9,7 @@
 #include "core/base/log.h"
 #include "core/base/rules.h"
 #include "core/base/stats.h"
+#include "core/base/uring.h"
 #include "core/conn/claims.h"
 #include "core/conn/endpoint.h"
 
@@ -169,13 +170,18 @@ void remember_gone_key_st(std::string key) {
   st().gone_order.emplace_back(std::move(key), until);
 }
 
-bool kept_by_rule(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
-                  const rules::Rule*& rule) {
-  const rules::Subject who{rules::program_name(), rules::program_path(), client ? rules::Role::client : rules::Role::server};
-  rule = rules::match(rules::active(), who, local, peer);
-  if (!rule || rule->action != rules::Action::tcp) return false;
-  stats::add(stats::g.tcp_rule, 1);
-  FERRY_LOG(debug, "upgrade", "kept on TCP by rule of line %d", rule->line);
+bool kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
+                 const rules::Rule*& rule) {
+  if (uring::seen()) {
+    stats::add(stats::g.tcp_io_uring, 1);
+  } else {
+    const rules::Subject who{rules::program_name(), rules::program_path(),
+                             client ? rules::Role::client : rules::Role::server};
+    rule = rules::match(rules::active(), who, local, peer);
+    if (!rule || rule->action != rules::Action::tcp) return false;
+    stats::add(stats::g.tcp_rule, 1);
+    FERRY_LOG(debug, "upgrade", "kept on TCP by rule of line %d", rule->line);
+  }
   if (client || !poller::running()) return true;
   const auto* p = reinterpret_cast<const sockaddr*>(&peer);
   std::string key = conn_key(p, endpoint::port_of(p), endpoint::port_of(reinterpret_cast<const sockaddr*>(&local)));

@@ -169,10 +169,11 @@ std::string key_of_conn(const Conn* c);
 // Server connections this process let go of before an upgrade (State::gone).
 void remember_gone_st(const Conn* c);
 void remember_gone_key_st(std::string key);
-// The rules file (core/base/rules.h) keeps the connection between local and peer on
-// TCP: counted (tcp_rule), and a server's client is refused at once (its request, held
-// or to come, finds the connection gone). `rule`: the rule that matched, if any.
-bool kept_by_rule(bool client, const sockaddr_storage& local, const sockaddr_storage& peer, const rules::Rule*& rule);
+// The process's io_uring (core/base/uring.h, tcp_io_uring) or the rules file
+// (core/base/rules.h, tcp_rule) keeps the connection between local and peer on TCP:
+// counted, and a server's client is refused at once (its request, held or to come,
+// finds the connection gone). `rule`: the rule that matched, if any.
+bool kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer, const rules::Rule*& rule);
 bool is_gone_st(const std::string& key);
 // Another process of the tree serves `key` (core/conn/claims.h); it listens on who.port.
 bool claimed_elsewhere(const std::string& key, claims::Claim& who);

@@ -2,6 +2,7 @@
 
 #include "core/base/log.h"
 #include "core/base/sandbox.h"
+#include "core/base/uring.h"
 #include "core/conn/handoff.h"
 #include "core/conn/upgrade.h"
 #include "core/process/runtime.h"
@@ -41,10 +42,19 @@ void before_exec() {
 void before_seccomp(long op) noexcept {
   if (op != SECCOMP_SET_MODE_STRICT && op != SECCOMP_SET_MODE_FILTER) return;
   if (sandbox::on()) return;
-  handoff::before_sandbox();
+  handoff::all_back();
   upgrade::flush_at_exit();
   sandbox::enter();
   FERRY_LOG(info, "runtime", "a system-call filter: passthrough from here on");
+}
+
+// Before an io_uring instance (core/base/uring.h): the process's upgraded connections
+// go back to TCP, and its new ones stay there. A ring's system calls would find ferry's
+// connections on RDMA out of their reach.
+void before_io_uring() noexcept {
+  if (!uring::saw()) return;
+  FERRY_LOG(info, "runtime", "an io_uring instance: connections go on over TCP");
+  handoff::all_back();
 }
 
 long prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) noexcept {

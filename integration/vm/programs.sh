@@ -60,7 +60,8 @@ expect_share() {  # expect_share PCT [SIDE]: at least PCT% of the bytes sent and
 
 record() {  # record RESULT: one row of the table, and no warnings in ferry's logs
   local reasons="" r
-  for r in tcp_no_rdma tcp_no_route tcp_device_excluded tcp_peer_refused tcp_timeout tcp_resources tcp_other_listener; do
+  for r in tcp_no_rdma tcp_no_route tcp_device_excluded tcp_rule tcp_io_uring tcp_peer_refused tcp_timeout tcp_resources \
+    tcp_other_listener; do
     [ "$(sum $r)" -gt 0 ] && reasons+="${r#tcp_}=$(sum $r) "
   done
   grep -hE ' (warn|error) |fatal' "$out/$name".*.log && fail "ferry logged warnings"
@@ -318,6 +319,41 @@ if under client timeout 300 ssh -i "$keys/user" -o BatchMode=yes -o StrictHostKe
   res=FAILED; fail "8 MiB through ssh: $(tail -1 "$out/$name.client.err") / $(tail -1 "$out/$name.server.out")"; fi
 stop $server
 record $res
+
+# A connection carried through io_uring after a hello by send and recv (core/base/uring.h):
+# at the server (io_uring-server) or at the client (io_uring-client), the other end
+# making plain calls. The ring's end hands its upgraded connection back to TCP before
+# its ring exists and keeps its next connection there; every byte echoed as on kernel
+# TCP.
+helper=$build/tests/uring_helper
+for end in server client; do
+  name=io_uring-$end
+  port=7400
+  [ $end = server ] && modes=(uring plain) || modes=(plain uring)
+  for setup in plain ferry; do
+    port=$((port + 1))
+    run=()
+    [ $setup = ferry ] && run=(env URING_STAT_CMD="env -u LD_PRELOAD -u FERRY_STATS -u FERRY_LOG_FILE $ferry stat")
+    if [ $setup = ferry ]; then serve "${run[@]}" "$helper" serve "$ip" $port "${modes[0]}"
+    else "$helper" serve "$ip" $port "${modes[0]}" > "$out/$name.server.out" 2>&1 & server=$!; fi
+    wait_port $port
+    if [ $setup = ferry ]; then under client "${run[@]}" timeout 120 "$helper" connect "$ip" $port "${modes[1]}" $((4 << 20))
+    else timeout 120 "$helper" connect "$ip" $port "${modes[1]}" $((4 << 20)); fi > "$out/$name.client.out" 2>&1
+    wait $server
+    cat "$out/$name.server.out" "$out/$name.client.out" | grep -v '^upgraded' > "$out/$name.$setup.ends"
+  done
+  res=ok
+  cmp -s "$out/$name.plain.ends" "$out/$name.ferry.ends" ||
+    { res=FAILED; fail "the ends saw something else than on kernel TCP: $(tr '\n' ' ' < "$out/$name.ferry.ends")"; }
+  for side in server client; do
+    grep -q '^upgraded before the ring: 1$' "$out/$name.$side.out" ||
+      { res=FAILED; fail "$side: not upgraded before the ring, the scenario proves nothing"; }
+  done
+  [ "$(sum tcp_io_uring $end)" -ge 1 ] || { res=FAILED; fail "the ring's end kept no connection on TCP (tcp_io_uring)"; }
+  [ "$(sum downgrades_handoff $end)" -ge 1 ] ||
+    { res=FAILED; fail "the ring's end did not hand its upgraded connection to TCP (downgrades_handoff)"; }
+  record $res
+done
 
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
 printf '%s\n' "${rows[@]}"
