@@ -10,7 +10,7 @@ set_tests_properties(sanitize.address sanitize.thread PROPERTIES LABELS sanitize
 set(FERRY_FUZZ_SECONDS 60 CACHE STRING "how long ctest runs each fuzz target")
 add_test(NAME fuzz.build COMMAND ${CMAKE_CURRENT_LIST_DIR}/fuzz build ${CMAKE_BINARY_DIR}/fuzz)
 set_tests_properties(fuzz.build PROPERTIES LABELS fuzz TIMEOUT 600 FIXTURES_SETUP fuzzers)
-foreach(target wire_private_data wire_control records downgrade)
+foreach(target wire_private_data wire_control records tcp_resume)
   add_test(NAME fuzz.${target}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/fuzz run ${CMAKE_BINARY_DIR}/fuzz ${target} ${FERRY_FUZZ_SECONDS})
   set_tests_properties(fuzz.${target} PROPERTIES LABELS fuzz TIMEOUT 300 FIXTURES_REQUIRED fuzzers)

@@ -5,7 +5,7 @@
 #include "core/base/libc.h"
 #include "core/conn/binding.h"
 #include "core/conn/channel.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/link.h"
 #include "core/conn/send_side.h"
 
@@ -41,7 +41,7 @@ long shutdown(int fd, Socket& s, int how) noexcept {
   }
   if (how != SHUT_RD && link.down()) {
     link.fin_sent = true;
-    long r = down::shutdown_write(fd, link);
+    long r = downgrade::shutdown_write(fd, link);
     link.signal.bump();
     return r;
   }
@@ -77,12 +77,12 @@ long kernel_plus_channel(int fd, Socket& s, unsigned long request, Count count) 
 }  // namespace
 
 long unsent(int fd, Socket& s) noexcept {
-  if (s.link && s.link->down()) return down::unsent(fd, *s.link);
+  if (s.link && s.link->down()) return downgrade::unsent(fd, *s.link);
   return kernel_plus_channel(fd, s, SIOCOUTQ, [](Channel& ch) { return ch.unsent_locked(); });
 }
 
 long readable(int fd, Socket& s) noexcept {
-  if (s.link && s.link->down()) return down::readable(fd, *s.link);
+  if (s.link && s.link->down()) return downgrade::readable(fd, *s.link);
   int tcp = 0;
   if (real.ioctl(fd, FIONREAD, &tcp) != 0) return -errno;
   // Only the stream's bytes count (core/conn/binding.h): the kernel's up to the peer's

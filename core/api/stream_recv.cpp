@@ -11,7 +11,7 @@
 #include "core/base/stats.h"
 #include "core/base/wait.h"
 #include "core/conn/binding.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/handoff.h"
 #include "core/conn/link.h"
 #include "core/conn/link_wait.h"
@@ -88,7 +88,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   if (link.down(std::memory_order_relaxed)) return {RxStep::down};
   const bool est = link.established();
   bool cut_known = false, from_ring = false, fin = false, dead = false, prove = false;
-  down::Why why = down::Why::failed;
+  downgrade::Why why = downgrade::Why::failed;
   uint64_t cut = 0;
   size_t ring_bytes = 0;
   if (est) {
@@ -110,14 +110,14 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
       Slice rest(iov, iovcnt, got, total - got, total);
       ring_bytes = ch.recv_locked(rest.v, rest.n, peek);
       fin = ch.peer_fin();
-      dead = down::leaving_locked(link, ch, why);
+      dead = downgrade::leaving_locked(link, ch, why);
     }
   }
   if (prove) {
     switch (binding::look(fd, link)) {
       case binding::Verdict::wait: return {RxStep::wait};
       case binding::Verdict::refused:
-        down::want(link, down::Why::forged);  // TCP carries the rest as it is
+        downgrade::want(link, downgrade::Why::forged);  // TCP carries the rest as it is
         return {RxStep::down};
       case binding::Verdict::proven:
         send_side::cut_over_now(fd, s, link);
@@ -133,11 +133,11 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
     }
     if (fin) return {RxStep::done, end_of_stream(got, "the peer finished")};
     if (dead) {
-      down::want(link, why);  // the stream goes on over TCP
+      downgrade::want(link, why);  // the stream goes on over TCP
       return {RxStep::again};
     }
-    if (down::tcp_took_over(fd, link, why)) {
-      down::want(link, down::confirmed(link, why));
+    if (downgrade::tcp_took_over(fd, link, why)) {
+      downgrade::want(link, downgrade::confirmed(link, why));
       return {RxStep::again};
     }
     return {RxStep::wait};
@@ -167,7 +167,7 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   if (est && !cut_known && !peek) {
     // The peer may have cut over, been confirmed and gone back to TCP since the look
     // above: its header would follow its cutover point on TCP, and the cutover message
-    // is in the completion queue by the time the header is in the kernel (down.h). So
+    // is in the completion queue by the time the header is in the kernel (downgrade.h). So
     // peek, look at the queue again, and take no more than the cutover point allows.
     Slice look(iov, iovcnt, got, want, total);
     msghdr pm{};
@@ -248,7 +248,7 @@ RxStep look_rx(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
   return look_rx_locked(fd, s, link, iov, iovcnt, total, flags, target, got);
 }
 
-// A receive on a connection going back to TCP (core/conn/down.h), past `got` bytes (fewer
+// A receive on a connection going back to TCP (core/conn/downgrade.h), past `got` bytes (fewer
 // than `target`).
 long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
                size_t target, size_t got, Deadline& deadline) {
@@ -259,10 +259,10 @@ long recv_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size
       std::lock_guard<Lock> rx(s.rx_mu);
       if (link.rd_shut) return static_cast<long>(got);
       Slice rest(iov, iovcnt, got, total - got, total);
-      r = down::look_rx(fd, link, rest.v, rest.n, flags);
+      r = downgrade::look_rx(fd, link, rest.v, rest.n, flags);
     }
-    down::finish_if_done(link);
-    if (r == down::kNothing) {
+    downgrade::finish_if_done(link);
+    if (r == downgrade::kNothing) {
       if (nonblock) return broken(got, EAGAIN);
       int w = wait_for(link, seen, deadline.of(s.rcvtimeo_us.load()));
       if (w < 0) return broken(got, -w);

@@ -9,7 +9,7 @@
 #include "core/base/stats.h"
 #include "core/base/wait.h"
 #include "core/conn/binding.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/handoff.h"
 #include "core/conn/link.h"
 #include "core/conn/link_wait.h"
@@ -73,22 +73,22 @@ long send_on_dead(int fd, size_t sent, int flags) {
 
 namespace {
 
-// A send on a connection going back to TCP (core/conn/down.h), past `sent` bytes: after
+// A send on a connection going back to TCP (core/conn/downgrade.h), past `sent` bytes: after
 // the backlog, straight to the kernel.
 long send_down(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, size_t total, int flags, bool nonblock,
                size_t sent, Deadline& deadline) {
   for (;;) {
     const uint32_t seen = link.signal.load();
     int err = 0;
-    const down::Send how = down::look_tx(fd, link, err, true);
-    down::finish_if_done(link);
-    if (how == down::Send::dead) {
+    const downgrade::Send how = downgrade::look_tx(fd, link, err, true);
+    downgrade::finish_if_done(link);
+    if (how == downgrade::Send::dead) {
       if (err == 0 || err == EPIPE) return send_on_dead(fd, sent, flags);
       if (sent) return static_cast<long>(sent);
-      down::error_taken(link);  // as the kernel's socket error: once, then EPIPE
+      downgrade::error_taken(link);  // as the kernel's socket error: once, then EPIPE
       return -err;
     }
-    if (how == down::Send::direct) {
+    if (how == downgrade::Send::direct) {
       Slice rest(iov, iovcnt, sent, total - sent, total);
       msghdr m{};
       m.msg_iov = const_cast<iovec*>(rest.v);
@@ -124,14 +124,14 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     const uint32_t seen = link.signal.load();
     size_t k = 0;
     bool dead = false, read_past = false;
-    down::Why why = down::Why::failed;
+    downgrade::Why why = downgrade::Why::failed;
     {
       std::unique_lock<Lock> tx(s.tx_mu);
       bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
       if (!by_tcp && !link.tx_cut && !(flags & MSG_OOB) && !link.orphaned && !link.fin_sent && !link.tx_left.load()) {
         const send_side::Cut cut = send_side::cut_over(fd, s, link);
         if (cut == send_side::Cut::failed) {
-          down::want(link, down::Why::failed);  // the channel failed: the stream goes on over TCP
+          downgrade::want(link, downgrade::Why::failed);  // the channel failed: the stream goes on over TCP
           continue;
         }
         by_tcp = cut == send_side::Cut::later;
@@ -159,17 +159,17 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (!ch.fits_locked(total - sent)) ch.poll_all_locked();
-      dead = down::leaving_locked(link, ch, why);
+      dead = downgrade::leaving_locked(link, ch, why);
       read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
       Slice rest(iov, iovcnt, sent, total - sent, total);
       k = dead ? 0 : ch.send_locked(rest.v, rest.n, total - sent);
     }
     if (dead) {
-      down::want(link, why);  // the stream goes on over TCP
+      downgrade::want(link, why);  // the stream goes on over TCP
       continue;
     }
-    if (k == 0 && read_past && down::tcp_took_over(fd, link, why)) {
-      down::want(link, down::confirmed(link, why));
+    if (k == 0 && read_past && downgrade::tcp_took_over(fd, link, why)) {
+      downgrade::want(link, downgrade::confirmed(link, why));
       continue;
     }
     sent += k;
@@ -202,12 +202,12 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     }
     const uint32_t seen = link.signal.load();
     bool dead = false;
-    down::Why why = down::Why::failed;
+    downgrade::Why why = downgrade::Why::failed;
     if (link.down()) {
       int err = 0;
-      const down::Send how = down::look_tx(fd, link, err, true);
-      if (how == down::Send::dead) return send_on_dead(fd, 0, 0);
-      if (how == down::Send::direct) {
+      const downgrade::Send how = downgrade::look_tx(fd, link, err, true);
+      if (how == downgrade::Send::dead) return send_on_dead(fd, 0, 0);
+      if (how == downgrade::Send::direct) {
         long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
         if (r > 0) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
         return r;
@@ -223,7 +223,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       if (!by_tcp && !link.tx_cut && !link.orphaned && !link.fin_sent) {
         const send_side::Cut cut = send_side::cut_over(fd, s, link);
         if (cut == send_side::Cut::failed) {
-          down::want(link, down::Why::failed);
+          downgrade::want(link, downgrade::Why::failed);
           continue;
         }
         by_tcp = cut == send_side::Cut::later;
@@ -241,7 +241,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       std::lock_guard<Lock> lock(link.channel->mu());
       Channel& ch = *link.channel;
       if (ch.room_locked() == 0) ch.poll_all_locked();
-      dead = down::leaving_locked(link, ch, why);
+      dead = downgrade::leaving_locked(link, ch, why);
       const size_t room = dead ? 0 : ch.room_locked();
       if (room > 0) {
         // Only what the connection takes now leaves the pipe.
@@ -255,7 +255,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       }
     }
     if (dead) {
-      down::want(link, why);
+      downgrade::want(link, why);
       continue;
     }
     if (s.nonblocking.load()) return -EAGAIN;

@@ -43,7 +43,7 @@ bool move_qp(rdma_cm_id* id, ibv_qp* qp, ibv_qp_state state, std::string& why) {
   if (state == IBV_QPS_RTS && (attr.timeout == 0 || attr.timeout > kAckTimeout)) {
     // rdma_cm's ack timeout for RoCE is 0 (none) or long (2 s per try at 19, 17 s in
     // all): a path that dies would keep the queue pair waiting that long, or forever,
-    // before it fails and the connection goes back to TCP (core/conn/down.h).
+    // before it fails and the connection goes back to TCP (core/conn/downgrade.h).
     attr.timeout = kAckTimeout;
     mask |= IBV_QP_TIMEOUT;
   }

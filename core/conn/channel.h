@@ -217,7 +217,7 @@ class Channel : public poller::Notified {
   // confirmed_locked() is true (the peer has it).
   bool post_control_locked(const wire::Control& c, bool confirm = false);
   bool confirmed_locked() const { FERRY_HELD(mu_); return send_.confirmed; }
-  // The connection is handed to TCP (core/conn/down.h): tells the peer how many payload
+  // The connection is handed to TCP (core/conn/downgrade.h): tells the peer how many payload
   // bytes were read from the ring, and reads no more from it; the peer resends the rest
   // over TCP. handed_off_locked() once the peer has the message. False if it cannot go.
   bool hand_off_locked();
@@ -227,7 +227,7 @@ class Channel : public poller::Notified {
   bool peer_handoff() const { return recv_.peer_handoff; }
   uint64_t peer_handoff_read() const { return recv_.peer_handoff_read; }
 
-  // What a downgrade needs (core/conn/down.h). Payload bytes taken into the peer's ring and
+  // What a downgrade needs (core/conn/downgrade.h). Payload bytes taken into the peer's ring and
   // read out of ours since the connection was upgraded:
   uint64_t payload_written_locked() const { FERRY_HELD(mu_); return send_.payload_written; }
   uint64_t payload_read_locked() const { FERRY_HELD(mu_); return recv_.payload_read; }

@@ -7,7 +7,7 @@
 #include "core/base/stats.h"
 #include "core/conn/channel_parts.h"
 #include "core/conn/poller.h"
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 
 #include <algorithm>
 #include <chrono>
@@ -250,7 +250,7 @@ bool Channel::flush_locked() {
 
 int64_t Channel::take_unacked_locked(std::vector<uint8_t>& out) {
   FERRY_HELD(mu_);
-  const int64_t resent = downgrade::resend(verbs_.tx_buf.get(), send_.ring.capacity(), send_.ring.acked(), send_.ring.written(),
+  const int64_t resent = tcp_resume::resend(verbs_.tx_buf.get(), send_.ring.capacity(), send_.ring.acked(), send_.ring.written(),
                                            [&](const uint8_t* p, uint64_t n) { out.insert(out.end(), p, p + n); });
   iovec v[16];
   while (!send_.queue.empty()) {

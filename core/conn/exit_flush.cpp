@@ -6,7 +6,7 @@
 
 #include "core/base/log.h"
 #include "core/base/wait.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/link.h"
 #include "core/conn/poller.h"
 
@@ -45,8 +45,8 @@ Unflushed unflushed_st(uint64_t epoch) {
       // just now, core/conn/binding.h) is built and started here, as the retiring poller
       // would, before it is judged.
       int err = 0;
-      down::look_tx(-1, link, err);
-      if (down::backlog_waits(link)) ++u.links;
+      downgrade::look_tx(-1, link, err);
+      if (downgrade::backlog_waits(link)) ++u.links;
       continue;
     }
     // A channel whose lock a program thread holds (the one a signal interrupted, say)

@@ -8,7 +8,7 @@
 #include "core/base/own_fd.h"
 #include "core/base/wait.h"
 #include "core/conn/channel.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/link.h"
 #include "core/conn/link_wait.h"
@@ -117,18 +117,18 @@ long to_tcp(int fd, Socket& s) noexcept {
     if (!link.down()) ch.poll_all_locked();
     // Both directions ended: nothing is left to carry on over TCP.
     if (link.fin_sent.load() && ch.peer_fin()) return 0;
-    down::Why why = down::Why::failed;
+    downgrade::Why why = downgrade::Why::failed;
     const bool read_past = ch.peer_cutover_known() && link.tcp_received.load() >= ch.peer_cutover();
-    if (link.down() || down::leaving_locked(link, ch, why) || (read_past && down::tcp_took_over(fd, link, why)) ||
+    if (link.down() || downgrade::leaving_locked(link, ch, why) || (read_past && downgrade::tcp_took_over(fd, link, why)) ||
         !ch.hand_off_locked()) {
       // Already going back (failed over, the peer went back or handed over first), or
       // no hand-off message can go: that going back finishes before the socket leaves
       // the program, nothing of it waiting for the program's next send.
       link.leaving.store(true);
-      down::want(link, why);
+      downgrade::want(link, why);
     } else {
       link.handed_off.store(true);
-      down::want(link, down::Why::handoff);
+      downgrade::want(link, downgrade::Why::handoff);
     }
     link.signal.bump();
   }
@@ -137,15 +137,15 @@ long to_tcp(int fd, Socket& s) noexcept {
   for (;;) {
     const uint32_t seen = link.signal.load();
     int err = 0;
-    const down::Send how = down::look_tx(fd, link, err);
-    (void)down::readable(fd, link);  // moves the receive side on
-    down::finish_if_done(link);
+    const downgrade::Send how = downgrade::look_tx(fd, link, err);
+    (void)downgrade::readable(fd, link);  // moves the receive side on
+    downgrade::finish_if_done(link);
     if (s.transport() == Transport::kernel) return 0;
-    if (how == down::Send::dead) return -(err ? err : EPIPE);
-    if (down::ended(link)) return 0;  // TCP ended before the peer's header: so it reads
+    if (how == downgrade::Send::dead) return -(err ? err : EPIPE);
+    if (downgrade::ended(link)) return 0;  // TCP ended before the peer's header: so it reads
     if (now_us() >= until) {
       FERRY_LOG(warn, "handoff", "fd %d: could not go back to TCP intact before leaving the program", fd);
-      down::give_up(fd, link, "the hand-off did not finish");
+      downgrade::give_up(fd, link, "the hand-off did not finish");
       return -ETIMEDOUT;
     }
     wait_for(link, seen, until);

@@ -8,7 +8,7 @@
 #include "core/conn/channel.h"
 #include "core/conn/poller.h"
 #include "core/proto/conn_state.h"
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 
 #include <atomic>
 #include <memory>
@@ -24,7 +24,7 @@ namespace handoff {
 struct Owner;
 }
 
-// A connection going back to kernel TCP (core/conn/down.h), under Link::down_mu.
+// A connection going back to kernel TCP (core/conn/downgrade.h), under Link::down_mu.
 struct DownState final : poller::Watcher {
   Link* link = nullptr;
   // ferry's own duplicate of the TCP socket: the poller writes the backlog through it
@@ -51,7 +51,7 @@ struct DownState final : poller::Watcher {
     plain,   // the kernel's bytes are the program's
     ended,   // TCP ended before the header: `verdict` is every receive's answer
   } rx = Rx::ring;
-  downgrade::Resume resume{0, 0};
+  tcp_resume::Resume resume{0, 0};
   long verdict = 0;
 
   // The poller saw the TCP socket readable or writable: the backlog moves on.
@@ -138,7 +138,7 @@ struct LinkTcp {
   std::atomic<int32_t> rcvlowat{1};
   // TCP arrivals the poller's watch saw (edge-triggered readiness counts them as new data).
   std::atomic<uint32_t> tcp_events{0};
-  // tcp_events as of the last look for the peer's bytes past its cutover (down.h).
+  // tcp_events as of the last look for the peer's bytes past its cutover (downgrade.h).
   std::atomic<uint32_t> tcp_checked{0};
 };
 
@@ -187,7 +187,7 @@ struct LinkBinding {
   std::atomic<bool> forged{false};
 };
 
-// The way back to TCP (core/conn/down.h).
+// The way back to TCP (core/conn/downgrade.h).
 struct LinkLeaving {
   // The peer's rdma_cm side disconnected (set by the poller).
   std::atomic<bool> peer_gone{false};
@@ -218,7 +218,7 @@ struct Link : LinkWatch, LinkHandshake, LinkTcp, LinkInheritance, LinkBinding, L
   ConnState state(std::memory_order o = std::memory_order_seq_cst) const noexcept { return state_.load(o); }
   // Reached establishment: `channel` is there (it may be going back to TCP since).
   bool established() const noexcept { return was_established(state(std::memory_order_acquire)); }
-  // Going, or gone, back to kernel TCP (core/conn/down.h).
+  // Going, or gone, back to kernel TCP (core/conn/downgrade.h).
   bool down(std::memory_order o = std::memory_order_seq_cst) const noexcept { return is_down(state(o)); }
   // The one way the state changes: iff it is `from` now. A move off the table
   // (legal_move) is a broken contract: fatal in checked builds, refused and logged in

@@ -3,7 +3,7 @@
 #include "core/base/libc.h"
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/proto/wire.h"
 
 #include <poll.h>
@@ -50,7 +50,7 @@ State of(int fd, Link& link) noexcept {
     st.events = kIn | kOut | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
     return st;
   }
-  if (link.down(std::memory_order_relaxed)) return down::state(fd, link);
+  if (link.down(std::memory_order_relaxed)) return downgrade::state(fd, link);
   Channel& ch = *link.channel;
   size_t readable;
   uint64_t tcp_stream_left = UINT64_MAX;  // stream bytes the kernel socket may still hold
@@ -88,17 +88,17 @@ State of(int fd, Link& link) noexcept {
   }
   dead = dead || link.peer_gone.load();
   if (handoff) {
-    down::want(link, down::Why::handoff);  // the peer reads TCP only from now on
-    return down::state(fd, link);
+    downgrade::want(link, downgrade::Why::handoff);  // the peer reads TCP only from now on
+    return downgrade::state(fd, link);
   }
   if (dead && !fin) {
-    down::want(link, down::Why::failed);  // the stream goes on over TCP
-    return down::state(fd, link);
+    downgrade::want(link, downgrade::Why::failed);  // the stream goes on over TCP
+    return downgrade::state(fd, link);
   }
-  down::Why why = down::Why::peer;
-  if (!tcp_pending && readable == 0 && !fin && down::tcp_took_over(fd, link, why)) {
-    down::want(link, down::confirmed(link, why));
-    return down::state(fd, link);
+  downgrade::Why why = downgrade::Why::peer;
+  if (!tcp_pending && readable == 0 && !fin && downgrade::tcp_took_over(fd, link, why)) {
+    downgrade::want(link, downgrade::confirmed(link, why));
+    return downgrade::state(fd, link);
   }
   const bool rd_shut = link.rd_shut.load() || fin;
   const bool wr_shut = link.fin_sent.load();

@@ -1,5 +1,5 @@
 // The poll bits of one upgraded connection, as readiness (core/conn/readiness.h) and a
-// connection going back to TCP (core/conn/down.h) each compute them.
+// connection going back to TCP (core/conn/downgrade.h) each compute them.
 #pragma once
 
 #include <cstdint>

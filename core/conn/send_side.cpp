@@ -7,7 +7,7 @@
 #include "core/base/wait.h"
 #include "core/conn/binding.h"
 #include "core/conn/channel.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/poller.h"
 
 #include <fcntl.h>
@@ -56,13 +56,13 @@ Cut cut_over(int fd, Socket& s, Link& link) noexcept {
     if (link.tx_left.load() || link.handed_off.load()) return Cut::failed;  // going back to TCP: the ring takes nothing
     if (ch.peer_handoff()) {
       // The peer reads TCP only from now on: this side never cuts over.
-      down::want(link, down::Why::handoff);
+      downgrade::want(link, downgrade::Why::handoff);
       return Cut::failed;
     }
     // The server's bytes go by TCP until the client has proven itself.
     if (!link.client && !ch.trusted()) return ch.failed() ? Cut::failed : Cut::later;
     // Confirmed: a downgrade resends over TCP only once the peer surely knows where the
-    // ring's bytes begin (core/conn/down.h).
+    // ring's bytes begin (core/conn/downgrade.h).
     if (!ch.post_control_locked(wire::Control{wire::Op::cutover, link.tcp_sent}, true)) return Cut::failed;
     link.tx_cut = true;
     ch.set_queue_limit_locked(queue_limit(s, ch));
@@ -89,7 +89,7 @@ bool write_proof(int fd, Link& link, bool wait) noexcept {
   for (;;) {
     {
       // A downgrade builds and writes its backlog under down_mu, with a proof that has
-      // not gone at its head (core/conn/down.cpp): so the proof goes once, and first.
+      // not gone at its head (core/conn/downgrade.cpp): so the proof goes once, and first.
       std::lock_guard<Lock> d(link.down_mu);
       if (!link.proof_due.load()) return true;
       bool confirmed, failed;
@@ -169,7 +169,7 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries) noex
         // to its end (and this side reads the server's bytes from TCP, the server never
         // being bound).
         rdma_disconnect(link->channel->id());
-        down::want(*link, down::Why::failed);
+        downgrade::want(*link, downgrade::Why::failed);
         return;
       }
       if (link->tcp_senders == 0) {
@@ -218,7 +218,7 @@ void look_for_proof(const std::shared_ptr<Link>& link) noexcept {
     v = binding::look(fd, *link);
     if (v == binding::Verdict::proven) cut_over_now(fd, *s, *link);
   }
-  if (v == binding::Verdict::refused) down::want(*link, down::Why::forged);
+  if (v == binding::Verdict::refused) downgrade::want(*link, downgrade::Why::forged);
 }
 
 void end_through_dup(Link& link) noexcept {

@@ -12,7 +12,7 @@
 #include "core/base/stats.h"
 #include "core/conn/binding.h"
 #include "core/conn/claims.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/endpoint.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/link.h"
@@ -496,7 +496,7 @@ void closing(int fd, Socket& s, bool last) noexcept {
   const bool proof_may_come = !l.client && !l.forged.load() && s.linger_s.load() != 0 &&
                               (l.established() ? unproven : answered);
   if (!l.inherited && ((!l.down() && proof_may_come) || (rdma && (l.down() || (l.client && unproven)))))
-    down::prepare(fd, l);
+    downgrade::prepare(fd, l);
   // A proof still due goes now, while fd is the program's socket (core/conn/binding.h).
   if (last && s.link->proof_due.load() && !s.link->down()) {
     std::lock_guard<Lock> tx(s.tx_mu);
@@ -528,7 +528,7 @@ void release(Socket& s) noexcept {
   if (link->launch.load(std::memory_order_relaxed) == posted && link->launch.compare_exchange_strong(posted, Link::let_go))
     return;
   if (link->down()) {
-    down::released(*link);
+    downgrade::released(*link);
   } else if (link->established()) {
     std::lock_guard<Lock> tx(s.tx_mu);
     send_side::end(-1, s, *link, s.linger_s.load() == 0);

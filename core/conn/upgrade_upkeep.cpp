@@ -7,7 +7,7 @@
 #include "core/base/wait.h"
 #include "core/conn/binding.h"
 #include "core/conn/channel.h"
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/conn/link.h"
 #include "core/conn/poller.h"
 #include "core/conn/send_side.h"
@@ -47,7 +47,7 @@ void binding_tick_st(Link* l) {
     std::lock_guard<Lock> lock(l->channel->mu());
     l->channel->fail_locked("the peer did not prove it holds the TCP connection");
   }
-  down::want(*l, down::Why::failed);  // counted unproven; the queued bytes go over TCP at the program's next call
+  downgrade::want(*l, downgrade::Why::failed);  // counted unproven; the queued bytes go over TCP at the program's next call
 }
 
 void probe_tick_st() {
@@ -134,11 +134,11 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
   }
   if (link->channel && link->down()) {
     // Going back to TCP: the backlog goes out through ferry's duplicate of the socket.
-    if (!down::flushed(*link) && Clock::now() - progress < kRetirePatience) {
+    if (!downgrade::flushed(*link) && Clock::now() - progress < kRetirePatience) {
       poller::at_st(Clock::now() + kSlowLook, [link, progress] { retire_st(link, progress); });
       return;
     }
-    down::close_dup(*link);
+    downgrade::close_dup(*link);
     rdma_disconnect(link->channel->id());
   } else if (link->channel) {
     const auto now = Clock::now();
@@ -157,7 +157,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
       if (ch.unsent_locked() != unsent) progress = now;
     }
     if (to_tcp) {
-      down::want(*link, down::Why::failed);
+      downgrade::want(*link, downgrade::Why::failed);
       return retire_st(link, now);
     }
     if (!drained && now - progress < kRetirePatience) {
@@ -165,7 +165,7 @@ void retire_st(const std::shared_ptr<Link>& link, Clock::time_point progress) {
       poller::at_st(now + next, [link, progress] { retire_st(link, progress); });
       return;
     }
-    down::close_dup(*link);  // kept for a binding that came (closing())
+    downgrade::close_dup(*link);  // kept for a binding that came (closing())
     rdma_disconnect(link->channel->id());
   } else if (link->client && c->committed && link->state() == ConnState::handshake) {
     return await_answer_st(c);

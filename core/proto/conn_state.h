@@ -15,7 +15,7 @@ enum class ConnState : uint8_t {
   handshake,    // rdma_cm exchange in flight; kernel TCP carries the bytes
   established,  // the Channel works; the send side cuts over at the next chance
   failed,       // gave up before establishment; kernel TCP carries everything, for good
-  downgrading,  // going back to kernel TCP (core/conn/down.h): each direction moves on
+  downgrading,  // going back to kernel TCP (core/conn/downgrade.h): each direction moves on
                 // by itself (DownState::Tx, DownState::Rx)
   downgraded,   // back on kernel TCP: the program's calls are the kernel's again
 };

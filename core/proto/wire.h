@@ -12,7 +12,7 @@ namespace ferry::wire {
 
 constexpr uint32_t kMagic = 0x46525259;  // "FRRY"
 constexpr uint8_t kVersion = 8;  // 2: records found in memory (core/proto/records.h); 3: whole records;
-                                  // 4: failover to TCP (core/conn/down.h); 5: redirects; 6: hand-offs;
+                                  // 4: failover to TCP (core/conn/downgrade.h); 5: redirects; 6: hand-offs;
                                   // 7: the RDMA side bound to the TCP connection (Proof, bound);
                                   // 8: both rings the Welcome's size (the server's staging
                                   // no larger than its own ring, whatever the Hello says)
@@ -97,7 +97,7 @@ enum class Op : uint8_t {
   sleep = 5,    // value: receiver's produced cursor; count: writes to carry an immediate
   wake = 6,     // value: sender's write cursor; it wrote past where the sleeper had looked
   handoff = 7,  // value: payload bytes the sender read from its ring, where it stopped for good;
-                // the receiver resends the rest over TCP with no header (core/conn/down.h)
+                // the receiver resends the rest over TCP with no header (core/conn/downgrade.h)
   bound = 8,    // server -> client, before anything else of the server's: value: the secret
                 // of the client's Proof, read from TCP
 };

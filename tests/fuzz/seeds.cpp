@@ -1,7 +1,7 @@
 // fuzz_seeds DIR: writes a small starting corpus for each fuzz target into
 // DIR/<target>/: well-formed messages and short programs of each peer, so the fuzzers
 // start from inputs that reach past the first checks.
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 #include "core/proto/wire.h"
 
 #include <sys/stat.h>
@@ -81,14 +81,14 @@ int main(int argc, char** argv) {
                        6, 7, 0x80, 5, 6, 3});
   put(rec, "hostile-near-wrap", {3, 4, 0x80, 3, 0, 3, 1, 0, 4, 0xff, 0x20, 5, 6, 3, 0, 16, 6, 1, 0, 0x10, 2,
                                  1, 2, 3, 4, 5, 6, 7, 8, 5, 6, 1, 0, 0x20});
-  // downgrade: see the program's layout in downgrade.cpp. A receiver at offset 1000
+  // tcp_resume: see the program's layout in tcp_resume.cpp. A receiver at offset 1000
   // that accepts 4096 bytes back; a header naming 900, then pieces of 7 and 200 bytes.
-  const std::string dg = top + "/downgrade";
+  const std::string dg = top + "/tcp_resume";
   b.assign(11, 0);
   b[0] = 0xe8, b[1] = 0x03;  // 1000, little-endian
   b[9] = 0x10;               // 4096
-  Bytes hdr(ferry::downgrade::kHeaderSize);
-  ferry::downgrade::encode(ferry::downgrade::Header{900}, hdr.data());
+  Bytes hdr(ferry::tcp_resume::kHeaderSize);
+  ferry::tcp_resume::encode(ferry::tcp_resume::Header{900}, hdr.data());
   Bytes piece = hdr;
   piece.insert(piece.end(), 100, 0x61);
   b.push_back(static_cast<uint8_t>(7));

@@ -1,6 +1,6 @@
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/base/contract.h"
-#include "core/conn/down_parts.h"
+#include "core/conn/downgrade_parts.h"
 
 #include "core/base/fork_path.h"
 #include "core/base/libc.h"
@@ -23,7 +23,7 @@ FERRY_FORK_DATA constinit std::atomic<long> g_alive{0};  // read at every fork
 Link::Link() noexcept { g_alive.fetch_add(1, std::memory_order_relaxed); }
 
 Link::~Link() {
-  down::close_dup(*this);
+  downgrade::close_dup(*this);
   g_alive.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -38,10 +38,10 @@ void DownState::on_event_st(uint32_t) {
   if (!lock.owns_lock() || tx != Tx::writing) return;
   int err = 0;
   lock.unlock();
-  down::look_tx(-1, *link, err);
+  downgrade::look_tx(-1, *link, err);
 }
 
-namespace down {
+namespace downgrade {
 namespace {
 constexpr uint32_t kWatch = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 }  // namespace
@@ -111,7 +111,7 @@ void reset_locked(Link& link, DownState& st, int fd, const char* why) {
   link.tx_left.store(true);
   link.channel->leave_locked();
   stats::add(stats::g.downgrade_resets, 1);
-  FERRY_LOG(info, "down", "%s: reset", why);
+  FERRY_LOG(info, "downgrade", "%s: reset", why);
   if (fd >= 0) reset(fd);
   std::vector<uint8_t>().swap(st.backlog);
   st.tx = DownState::Tx::broken;
@@ -149,19 +149,19 @@ void want(Link& link, Why why) noexcept {
         // Never bound (core/conn/binding.h): the server's answer to our proof will not
         // come now, whether it waited too long or its queue pair went first.
         stats::add(stats::g.upgrades_unproven, 1);
-        FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA peer never answered our proof");
+        FERRY_LOG(info, "downgrade", "connection goes back to TCP: its RDMA peer never answered our proof");
       } else {
         stats::add(stats::g.downgrades_failover, 1);
-        FERRY_LOG(info, "down", "connection goes back to TCP: its RDMA side failed");
+        FERRY_LOG(info, "downgrade", "connection goes back to TCP: its RDMA side failed");
       }
       break;
     case Why::peer:
       stats::add(stats::g.downgrades_peer, 1);
-      FERRY_LOG(info, "down", "connection goes back to TCP: the peer went back");
+      FERRY_LOG(info, "downgrade", "connection goes back to TCP: the peer went back");
       break;
     case Why::handoff:
       stats::add(stats::g.downgrades_handoff, 1);
-      FERRY_LOG(info, "down", "connection goes back to TCP: handed over to another program");
+      FERRY_LOG(info, "downgrade", "connection goes back to TCP: handed over to another program");
       break;
     case Why::forged: break;  // counted by core/binding
   }
@@ -235,7 +235,7 @@ void finish_if_done(Link& link) noexcept {
     if (!link.down_state || !done_locked(*link.down_state)) return;
   }
   if (link.transition(ConnState::downgrading, ConnState::downgraded))
-    FERRY_LOG(debug, "down", "connection is on kernel TCP again");
+    FERRY_LOG(debug, "downgrade", "connection is on kernel TCP again");
   close_dup(link);
   link.signal.bump();
 }
@@ -262,5 +262,5 @@ void close_dup(Link& link) noexcept {
   st->fd.store(-1);
 }
 
-}  // namespace down
+}  // namespace downgrade
 }  // namespace ferry

@@ -1,8 +1,8 @@
-// Going back to TCP, the sending side (core/conn/down.h): the backlog of what the peer
+// Going back to TCP, the sending side (core/conn/downgrade.h): the backlog of what the peer
 // did not credit, behind our header, written through ferry's duplicate of the socket.
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/base/contract.h"
-#include "core/conn/down_parts.h"
+#include "core/conn/downgrade_parts.h"
 
 #include "core/base/libc.h"
 #include "core/base/log.h"
@@ -13,7 +13,7 @@
 
 #include <mutex>
 
-namespace ferry::down {
+namespace ferry::downgrade {
 namespace {
 
 // A client whose cutover was never confirmed, and that was never bound, wrote nothing
@@ -31,7 +31,7 @@ bool unbound_goes_on_locked(Link& link, DownState& st, Channel& ch, int fd) {
   if (ch.take_unacked_locked(queued) != 0) return false;
   link.proof_due.store(false);
   link.tx_left.store(true);
-  FERRY_LOG(info, "down", "our cutover was never confirmed and nothing went past it: the stream goes on over TCP");
+  FERRY_LOG(info, "downgrade", "our cutover was never confirmed and nothing went past it: the stream goes on over TCP");
   stats::add(stats::g.bytes_resent, queued.size());  // counted as sent over RDMA when queued
   st.backlog = std::move(queued);
   st.at = 0;
@@ -99,7 +99,7 @@ void build_tx_locked(Link& link, DownState& st) {
     if (answered) st.tx_error = EPIPE;
     return;
   }
-  const size_t head = headerless ? 0 : downgrade::kHeaderSize;
+  const size_t head = headerless ? 0 : tcp_resume::kHeaderSize;
   st.backlog.resize(head);
   const int64_t resent = ch.take_unacked_locked(st.backlog);
   link.tx_left.store(true);
@@ -111,13 +111,13 @@ void build_tx_locked(Link& link, DownState& st) {
   const uint64_t from_ring = ch.payload_written_locked() - static_cast<uint64_t>(resent);
   if (headerless) {
     uint64_t skip = 0;
-    if (!downgrade::skip_to(from_ring, ch.peer_handoff_read(), static_cast<uint64_t>(resent), skip)) {
+    if (!tcp_resume::skip_to(from_ring, ch.peer_handoff_read(), static_cast<uint64_t>(resent), skip)) {
       reset_locked(link, st, fd, "the peer's hand-off names bytes it was never credited for");
       return;
     }
     st.backlog.erase(st.backlog.begin(), st.backlog.begin() + static_cast<std::ptrdiff_t>(skip));
   } else {
-    downgrade::encode(downgrade::Header{link.tcp_sent + from_ring}, st.backlog.data());
+    tcp_resume::encode(tcp_resume::Header{link.tcp_sent + from_ring}, st.backlog.data());
   }
   stats::add(stats::g.bytes_resent, st.backlog.size() - head);
   st.at = 0;
@@ -240,4 +240,4 @@ bool backlog_waits(Link& link) noexcept {
   return st.tx == DownState::Tx::writing && !st.lazy && st.fd.load() >= 0;
 }
 
-}  // namespace ferry::down
+}  // namespace ferry::downgrade

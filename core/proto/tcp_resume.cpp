@@ -1,10 +1,10 @@
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 
 #include <endian.h>
 
 #include <cstring>
 
-namespace ferry::downgrade {
+namespace ferry::tcp_resume {
 
 // Layout: magic (4 bytes), version (1), three zero bytes, offset (8); network order.
 void encode(const Header& h, uint8_t out[kHeaderSize]) {
@@ -26,4 +26,4 @@ bool decode(const uint8_t in[kHeaderSize], Header& out) {
   return true;
 }
 
-}  // namespace ferry::downgrade
+}  // namespace ferry::tcp_resume

@@ -1,4 +1,4 @@
-// What the files of the downgrade (core/conn/down.h) share: ferry's duplicate of the
+// What the files of the downgrade (core/conn/downgrade.h) share: ferry's duplicate of the
 // socket, the reset, and the steps that move each side of a DownState on. The
 // *_locked steps need the link's down_mu.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace ferry::down::parts {
+namespace ferry::downgrade::parts {
 
 constexpr uint32_t kIn = EPOLLIN | EPOLLRDNORM;
 constexpr uint32_t kOut = EPOLLOUT | EPOLLWRNORM;
@@ -29,12 +29,12 @@ void reset_locked(Link& link, DownState& st, int fd, const char* why);
 void settle_rx_locked(Link& link, DownState& st);
 bool done_locked(const DownState& st);
 
-// The sending side (core/conn/down_send.cpp).
+// The sending side (core/conn/downgrade_send.cpp).
 void build_tx_locked(Link& link, DownState& st);
 bool waits_for_program(const Link& link, const DownState& st);
 void pump_locked(Link& link, DownState& st);
 
-// The receiving side (core/conn/down_recv.cpp).
+// The receiving side (core/conn/downgrade_recv.cpp).
 void advance_rx_locked(int fd, Link& link, DownState& st);
 
-}  // namespace ferry::down::parts
+}  // namespace ferry::downgrade::parts

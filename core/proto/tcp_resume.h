@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ferry::downgrade {
+namespace ferry::tcp_resume {
 
 constexpr uint32_t kMagic = 0x46525944;  // "FRYD"
 constexpr uint8_t kVersion = 1;
@@ -118,4 +118,4 @@ class Resume {
   uint64_t left_ = 0;
 };
 
-}  // namespace ferry::downgrade
+}  // namespace ferry::tcp_resume

@@ -1,7 +1,7 @@
 // An upgraded connection going back to kernel TCP while it runs (failover): when its
 // RDMA side fails (a queue pair in error, the peer's rdma_cm side gone without its
 // end of stream) or the peer's bytes arrive on TCP past its cutover point (the peer
-// went back first). The offsets are core/proto/downgrade.h's; the protocol is in
+// went back first). The offsets are core/proto/tcp_resume.h's; the protocol is in
 // docs/design.md, "Downgrade".
 //
 // Each direction goes on its own. Sending: the bytes the peer has not credited (read
@@ -24,7 +24,7 @@
 
 #include <sys/uio.h>
 
-namespace ferry::down {
+namespace ferry::downgrade {
 
 // failed: the RDMA side failed; peer: the peer went back first; handoff: either end
 // hands the connection to another program (exec, SCM_RIGHTS), which may not be ferry;
@@ -116,4 +116,4 @@ bool backlog_waits(Link& link) noexcept;
 // Closes ferry's duplicate of the socket (the peer then sees TCP end).
 void close_dup(Link& link) noexcept;
 
-}  // namespace ferry::down
+}  // namespace ferry::downgrade

@@ -1,8 +1,8 @@
-// Going back to TCP, the receiving side (core/conn/down.h): the ring's last bytes, the
+// Going back to TCP, the receiving side (core/conn/downgrade.h): the ring's last bytes, the
 // peer's header and the overlap it resends, then TCP as it is.
-#include "core/conn/down.h"
+#include "core/conn/downgrade.h"
 #include "core/base/contract.h"
-#include "core/conn/down_parts.h"
+#include "core/conn/downgrade_parts.h"
 
 #include "core/base/libc.h"
 #include "core/base/log.h"
@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <mutex>
 
-namespace ferry::down {
+namespace ferry::downgrade {
 namespace {
 
 // The end of TCP before the peer's header: its process is gone. As kernel TCP would
@@ -31,7 +31,7 @@ long verdict(Link& link) {
 bool header_waits(int fd, const Link& link, const Channel& ch) {
   int n = 0;
   return fd >= 0 && link.tcp_received.load() >= ch.peer_cutover() && real.ioctl(fd, FIONREAD, &n) == 0 &&
-         static_cast<size_t>(n) >= downgrade::kHeaderSize;
+         static_cast<size_t>(n) >= tcp_resume::kHeaderSize;
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     } else if ((link.tcp_received.load() >= ch.peer_cutover() && ch.readable_locked() == 0 && !ch.poll_ring_locked() &&
                 !ch.peer_fin()) ||
                (link.leaving.load() && header_waits(fd, link, ch))) {
-      st.resume = downgrade::Resume(ch.peer_cutover() + ch.payload_read_locked(), ch.ring_size());
+      st.resume = tcp_resume::Resume(ch.peer_cutover() + ch.payload_read_locked(), ch.ring_size());
       st.rx = DownState::Rx::resume;
     }
   }
@@ -95,11 +95,11 @@ void advance_rx_locked(int fd, Link& link, DownState& st) {
     stats::add(stats::g.bytes_tcp_received, static_cast<uint64_t>(r));
     size_t used = 0;
     switch (st.resume.take(buf, static_cast<size_t>(r), used)) {
-      case downgrade::Resume::Step::more: break;
-      case downgrade::Resume::Step::done: st.rx = DownState::Rx::plain; break;
-      case downgrade::Resume::Step::broken:
+      case tcp_resume::Resume::Step::more: break;
+      case tcp_resume::Resume::Step::done: st.rx = DownState::Rx::plain; break;
+      case tcp_resume::Resume::Step::broken:
         stats::add(stats::g.downgrade_resets, 1);
-        FERRY_LOG(info, "down", "the peer's stream does not resume where ours stopped: reset");
+        FERRY_LOG(info, "downgrade", "the peer's stream does not resume where ours stopped: reset");
         reset(fd);
         st.rx = DownState::Rx::ended;
         st.verdict = -ECONNRESET;
@@ -226,4 +226,4 @@ long readable(int fd, Link& link) noexcept {
   return static_cast<long>(std::min<uint64_t>(pre, static_cast<uint64_t>(n)) + ch.readable_locked());
 }
 
-}  // namespace ferry::down
+}  // namespace ferry::downgrade

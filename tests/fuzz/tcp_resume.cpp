@@ -1,5 +1,5 @@
 // What a peer controls in a downgrade: the 16-byte header that starts its resumed TCP
-// stream and the bytes after it (fed to downgrade::Resume in pieces, as TCP delivers
+// stream and the bytes after it (fed to tcp_resume::Resume in pieces, as TCP delivers
 // them), and, on our own side, the staging area a resend reads its records back from,
 // which the fuzzer fills with anything (records.h's checks must hold it within bounds).
 //
@@ -13,7 +13,7 @@
 // and otherwise takes exactly the header and consumed - offset bytes before `done`;
 // resend() passes only spans inside the staging area, in total no more than the range,
 // or refuses with -1.
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <vector>
@@ -21,7 +21,7 @@
 namespace ferry::fuzz {
 namespace {
 
-using namespace ferry::downgrade;
+using namespace ferry::tcp_resume;
 
 void stream_case(uint64_t consumed, uint64_t most, Input& in) {
   Resume r(consumed, most);

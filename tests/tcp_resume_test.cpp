@@ -1,7 +1,7 @@
 // The downgrade's arithmetic: whatever point a connection leaves RDMA at, the bytes the
 // receiver took from its ring followed by the resumed TCP stream (header and overlap
 // dropped) are exactly the bytes the sender was given, once each, in order.
-#include "core/proto/downgrade.h"
+#include "core/proto/tcp_resume.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <random>
 #include <vector>
 
-namespace ferry::downgrade {
+namespace ferry::tcp_resume {
 namespace {
 
 constexpr uint64_t kCap = 16384;
 
-TEST(Downgrade, HeaderRoundTripsAndRejectsAnythingElse) {
+TEST(TcpResume, HeaderRoundTripsAndRejectsAnythingElse) {
   uint8_t b[kHeaderSize];
   encode(Header{0x0102030405060708ull}, b);
   Header h;
@@ -31,7 +31,7 @@ TEST(Downgrade, HeaderRoundTripsAndRejectsAnythingElse) {
   EXPECT_FALSE(decode(zeros, h));  // payload bytes where a header belongs
 }
 
-TEST(Downgrade, OverlapIsWhatTheReceiverAlreadyConsumed) {
+TEST(TcpResume, OverlapIsWhatTheReceiverAlreadyConsumed) {
   uint64_t drop = 99;
   EXPECT_TRUE(overlap(1000, Header{1000}, kCap, drop));
   EXPECT_EQ(drop, 0u);
@@ -41,7 +41,7 @@ TEST(Downgrade, OverlapIsWhatTheReceiverAlreadyConsumed) {
   EXPECT_FALSE(overlap(kCap + 1000, Header{999}, kCap, drop));  // more than a ring back
 }
 
-TEST(Downgrade, HandOffSkipsExactlyWhatThePeerReadFromItsRing) {
+TEST(TcpResume, HandOffSkipsExactlyWhatThePeerReadFromItsRing) {
   uint64_t skip = 99;
   // Credited up to ring payload offset 1000, 500 bytes resent: a peer that read 1200
   // has 200 of them.
@@ -55,7 +55,7 @@ TEST(Downgrade, HandOffSkipsExactlyWhatThePeerReadFromItsRing) {
   EXPECT_FALSE(skip_to(1000, 1501, 500, skip));  // past what was written
 }
 
-TEST(Downgrade, ResumeTakesAHeaderInPiecesThenDropsTheOverlap) {
+TEST(TcpResume, ResumeTakesAHeaderInPiecesThenDropsTheOverlap) {
   uint8_t stream[kHeaderSize + 10];
   encode(Header{100}, stream);
   for (int i = 0; i < 10; ++i) stream[kHeaderSize + i] = static_cast<uint8_t>('a' + i);
@@ -139,7 +139,7 @@ struct Pair {
   }
 };
 
-TEST(Downgrade, ResentStreamContinuesExactlyWhereTheReceiverStopped) {
+TEST(TcpResume, ResentStreamContinuesExactlyWhereTheReceiverStopped) {
   std::mt19937 rng(7);
   for (int round = 0; round < 400; ++round) {
     Pair p;
@@ -189,7 +189,7 @@ TEST(Downgrade, ResentStreamContinuesExactlyWhereTheReceiverStopped) {
   }
 }
 
-TEST(Downgrade, StagingThatDoesNotHoldTheRangeIsRefused) {
+TEST(TcpResume, StagingThatDoesNotHoldTheRangeIsRefused) {
   std::vector<uint8_t> staging(kCap, 0);
   EXPECT_EQ(resend(staging.data(), kCap, 0, 0, [](const uint8_t*, uint64_t) {}), 0);
   EXPECT_EQ(resend(staging.data(), kCap, 0, 64, [](const uint8_t*, uint64_t) {}), -1);  // nothing landed there
@@ -204,4 +204,4 @@ TEST(Downgrade, StagingThatDoesNotHoldTheRangeIsRefused) {
 }
 
 }  // namespace
-}  // namespace ferry::downgrade
+}  // namespace ferry::tcp_resume
