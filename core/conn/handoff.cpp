@@ -7,6 +7,7 @@
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
 #include "core/base/wait.h"
+#include "core/conn/binding.h"
 #include "core/conn/channel.h"
 #include "core/conn/downgrade.h"
 #include "core/conn/fdtable.h"
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -109,6 +111,17 @@ long to_tcp(int fd, Socket& s) noexcept {
   }
   if (s.transport() == Transport::kernel) return 0;
   if (!link.established()) return 0;  // still not settled: it never reached RDMA
+  // So does a binding in flight (core/conn/binding.h): until the client has proven it
+  // holds the TCP connection and heard so, neither end may speak of the stream over
+  // RDMA (the other would fail the channel and go back to TCP its own way), and the
+  // client's proof must be taken where it is, not left to whoever reads TCP next.
+  const int64_t bound = now_us() + std::chrono::duration_cast<std::chrono::microseconds>(binding::kPatience).count() +
+                        1000000;
+  while (!link.down() && !link.forged.load() && !link.channel->trusted() && now_us() < bound) {
+    const uint32_t seen = link.signal.load();
+    if (link.down() || link.forged.load() || link.channel->trusted()) break;
+    wait_for(link, seen, std::min<int64_t>(bound, now_us() + 10000));
+  }
   {
     std::lock_guard<Lock> rx(s.rx_mu);
     std::lock_guard<Lock> tx(s.tx_mu);
