@@ -55,7 +55,7 @@ FERRY_EXPORT void _Exit(int status) { _exit(status); }
 
 // A system-call filter about to be installed (core/base/sandbox.h): prctl's
 // PR_SET_SECCOMP, and the seccomp system call as libseccomp makes it, through syscall();
-// and an io_uring instance created through syscall() (core/base/uring.h).
+// and an io_uring instance created through syscall() (core/base/tcp_only.h).
 // Both take their arguments as libc's do: up to four (prctl) or six (syscall) words.
 FERRY_EXPORT int prctl(int option, ...) {
   va_list ap;
@@ -73,6 +73,6 @@ FERRY_EXPORT FERRY_FORK_PATH long syscall(long number, ...) {
   for (long& x : a) x = va_arg(ap, long);
   va_end(ap);
   if (number == SYS_seccomp) ferry::api::before_seccomp(a[0]);
-  if (number == SYS_io_uring_setup) ferry::api::before_io_uring();  // core/base/uring.h
+  if (number == SYS_io_uring_setup) ferry::api::before_io_uring();  // core/base/tcp_only.h
   return ferry::real.syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -1,4 +1,4 @@
-// liburing's functions that create an io_uring instance (core/base/uring.h). liburing
+// liburing's functions that create an io_uring instance (core/base/tcp_only.h). liburing
 // makes its system calls itself, so these are where a ring can be seen coming: the
 // process's connections go back to kernel TCP first, then liburing's own function runs.
 // A program that does not load liburing never calls them.

@@ -98,7 +98,9 @@ long fexecve(int fd, char* const argv[], char* const envp[]) noexcept;
 // prctl(PR_SET_SECCOMP, ...) and the seccomp system call (operation op).
 long prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) noexcept;
 void before_seccomp(long op) noexcept;
-// An io_uring instance is about to be created in this process (core/base/uring.h).
+// An io_uring instance is about to be created in this process, or its credentials to
+// change (core/base/tcp_only.h).
 void before_io_uring() noexcept;
+void before_credentials() noexcept;
 
 }  // namespace ferry::api

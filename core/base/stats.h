@@ -24,7 +24,8 @@ namespace ferry::stats {
   X(tcp_no_route, "kept on TCP: no RDMA route to the peer")                      \
   X(tcp_device_excluded, "kept on TCP: the route's device is not in FERRY_DEVICES") \
   X(tcp_rule, "kept on TCP: a rule of the rules file (FERRY_RULES)")                  \
-  X(tcp_io_uring, "kept on TCP: the process uses io_uring (core/base/uring.h)")       \
+  X(tcp_io_uring, "kept on TCP: the process uses io_uring (core/base/tcp_only.h)")    \
+  X(tcp_credentials, "kept on TCP: the process changed its credentials (core/base/tcp_only.h)") \
   X(tcp_peer_refused, "kept on TCP: the peer refused or runs no ferry")          \
   X(tcp_timeout, "kept on TCP: the upgrade did not finish in time")              \
   X(tcp_resources, "kept on TCP: a QP, CQ or MR could not be created")           \

@@ -24,7 +24,8 @@ namespace ferry::handoff {
 // Before exec: every upgraded connection whose descriptor survives it (no FD_CLOEXEC).
 void before_exec() noexcept;
 // Every upgraded connection of the process: before a system-call filter
-// (core/base/sandbox.h) or an io_uring instance (core/base/uring.h).
+// (core/base/sandbox.h), an io_uring instance or a change of credentials
+// (core/base/tcp_only.h).
 void all_back() noexcept;
 // Before sendmsg: the TCP sockets among msg's SCM_RIGHTS descriptors.
 void before_passing(const msghdr* msg) noexcept;

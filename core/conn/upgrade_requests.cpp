@@ -9,7 +9,7 @@
 #include "core/base/log.h"
 #include "core/base/rules.h"
 #include "core/base/stats.h"
-#include "core/base/uring.h"
+#include "core/base/tcp_only.h"
 #include "core/conn/claims.h"
 #include "core/conn/endpoint.h"
 
@@ -172,8 +172,8 @@ void remember_gone_key_st(std::string key) {
 
 bool kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
                  const rules::Rule*& rule) {
-  if (uring::seen()) {
-    stats::add(stats::g.tcp_io_uring, 1);
+  if (const uint8_t why = tcp_only::why()) {
+    stats::add(why & tcp_only::io_uring ? stats::g.tcp_io_uring : stats::g.tcp_credentials, 1);
   } else {
     const rules::Subject who{rules::program_name(), rules::program_path(),
                              client ? rules::Role::client : rules::Role::server};

@@ -169,7 +169,7 @@ std::string key_of_conn(const Conn* c);
 // Server connections this process let go of before an upgrade (State::gone).
 void remember_gone_st(const Conn* c);
 void remember_gone_key_st(std::string key);
-// The process's io_uring (core/base/uring.h, tcp_io_uring) or the rules file
+// The process's io_uring or credentials (core/base/tcp_only.h) or the rules file
 // (core/base/rules.h, tcp_rule) keeps the connection between local and peer on TCP:
 // counted, and a server's client is refused at once (its request, held or to come,
 // finds the connection gone). `rule`: the rule that matched, if any.

@@ -2,8 +2,9 @@
 
 #include "core/base/log.h"
 #include "core/base/sandbox.h"
-#include "core/base/uring.h"
+#include "core/base/tcp_only.h"
 #include "core/conn/handoff.h"
+#include "core/conn/poller.h"
 #include "core/conn/upgrade.h"
 #include "core/process/runtime.h"
 
@@ -48,12 +49,19 @@ void before_seccomp(long op) noexcept {
   FERRY_LOG(info, "runtime", "a system-call filter: passthrough from here on");
 }
 
-// Before an io_uring instance (core/base/uring.h): the process's upgraded connections
-// go back to TCP, and its new ones stay there. A ring's system calls would find ferry's
-// connections on RDMA out of their reach.
+// Before an io_uring instance or a change of credentials (core/base/tcp_only.h): the
+// process's upgraded connections go back to TCP, and its new ones stay there.
 void before_io_uring() noexcept {
-  if (!uring::saw()) return;
+  if (!tcp_only::enter(tcp_only::io_uring)) return;
   FERRY_LOG(info, "runtime", "an io_uring instance: connections go on over TCP");
+  handoff::all_back();
+}
+
+void before_credentials() noexcept {
+  // Nothing opened yet: whatever ferry opens from here on has the new credentials.
+  if (sandbox::on() || !poller::running() || (tcp_only::why() & tcp_only::credentials)) return;
+  if (!tcp_only::enter(tcp_only::credentials)) return;
+  FERRY_LOG(info, "runtime", "a change of credentials: connections go on over TCP");
   handoff::all_back();
 }
 

@@ -10,6 +10,7 @@
 #include "core/base/own_fd.h"
 #include "core/base/signals.h"
 #include "core/base/stats.h"
+#include "core/base/tcp_only.h"
 #include "core/conn/fdtable.h"
 #include "core/conn/handoff.h"
 #include "core/conn/link.h"
@@ -109,6 +110,7 @@ FERRY_FORK_PATH void child() {
   upgrade::after_fork_child();
   upgrade::flush_after_fork_child();
   handoff::after_fork_child();  // after the links it inherited are marked orphaned
+  tcp_only::after_fork_child();
   if (config().enable) stats::after_fork_child();  // a child's own counters and log
   log::reopen_after_fork(config());
   signals::after_fork_child();

@@ -320,6 +320,27 @@ if under client timeout 300 ssh -i "$keys/user" -o BatchMode=yes -o StrictHostKe
 stop $server
 record $res
 
+# rsync's daemon, both ends under ferry: each connection's forked child switches to the
+# module's user (here root again: any switch makes new credentials), after which the
+# kernel refuses its rdma_cm and device commands (core/base/tcp_only.h): its connection
+# goes back to TCP first. 16 MiB down and up, every byte checked.
+name=rsyncd
+work=$(mktemp -d /tmp/rsyncd.XXXXXX)
+mkdir -p "$work/mod"
+head -c 16777216 /dev/urandom > "$work/mod/data"
+printf '%s\n' "uid = root" "gid = root" "use chroot = no" "pid file = $work/rsyncd.pid" "[mod]" "path = $work/mod" \
+  "read only = no" > "$work/rsyncd.conf"
+serve rsync --daemon --no-detach --port 8873 --address "$ip" --config "$work/rsyncd.conf"
+wait_port 8873
+res=ok
+if ! under client timeout 300 rsync -a "rsync://$ip:8873/mod/data" "$work/down" > "$out/$name.client.out" 2>&1 ||
+   ! cmp -s "$work/mod/data" "$work/down"; then res=FAILED; fail "down: $(tail -2 "$out/$name.client.out")"; fi
+if ! under client timeout 300 rsync -a "$work/down" "rsync://$ip:8873/mod/up" >> "$out/$name.client.out" 2>&1 ||
+   ! cmp -s "$work/mod/data" "$work/mod/up"; then res=FAILED; fail "up: $(tail -2 "$out/$name.client.out")"; fi
+stop $server
+rm -rf "$work"
+record $res
+
 # A connection carried through io_uring after a hello by send and recv (core/base/uring.h):
 # at the server (io_uring-server) or at the client (io_uring-client), the other end
 # making plain calls. The ring's end hands its upgraded connection back to TCP before
