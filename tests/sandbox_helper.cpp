@@ -20,6 +20,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "upgraded_wait.h"
+
 #define ALLOW(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
 int main(int argc, char** argv) {
@@ -39,17 +41,7 @@ int main(int argc, char** argv) {
   char b[16];
   if (send(c, "before", 6, 0) != 6 || recv(s, b, sizeof b, 0) != 6) return 5;
   if (send(s, "back", 4, 0) != 4 || recv(c, b, sizeof b, 0) != 4) return 5;
-  if (const char* stat = getenv("SANDBOX_STAT_CMD")) {
-    char cmd[512], line[256];
-    snprintf(cmd, sizeof cmd, "%s %d", stat, static_cast<int>(getpid()));
-    long up = 0;
-    for (int i = 0; i < 200 && up < 2; ++i, usleep(100000)) {
-      FILE* p = popen(cmd, "r");
-      while (p && fgets(line, sizeof line, p)) sscanf(line, " upgraded %ld", &up);
-      if (p) pclose(p);
-    }
-    printf("upgraded before the filter: %ld\n", up);
-  }
+  if (const long up = wait_upgraded("SANDBOX_STAT_CMD", 2); up >= 0) printf("upgraded before the filter: %ld\n", up);
 
   static sock_filter insns[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),

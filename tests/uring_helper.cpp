@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "upgraded_wait.h"
+
 namespace {
 
 constexpr size_t kChunk = 65536;
@@ -37,18 +39,8 @@ uint8_t pattern(uint64_t i) { return static_cast<uint8_t>(i % 251 + i / 65536); 
   exit(1);
 }
 
-void wait_upgraded() {
-  const char* stat = getenv("URING_STAT_CMD");
-  if (!stat) return;
-  char cmd[512], line[256];
-  snprintf(cmd, sizeof cmd, "%s %d", stat, static_cast<int>(getpid()));
-  long up = 0;
-  for (int i = 0; i < 200 && up < 1; ++i, usleep(100000)) {
-    FILE* p = popen(cmd, "r");
-    while (p && fgets(line, sizeof line, p)) sscanf(line, " upgraded %ld", &up);
-    if (p) pclose(p);
-  }
-  printf("upgraded before the ring: %ld\n", up);
+void upgraded_first() {
+  if (const long up = wait_upgraded("URING_STAT_CMD", 1); up >= 0) printf("upgraded before the ring: %ld\n", up);
 }
 
 void start_ring() {
@@ -215,7 +207,7 @@ int main(int argc, char** argv) {
       if (fd < 0) die("accept");
       hello(fd);
       if (i == 0) {
-        wait_upgraded();
+        upgraded_first();
         start_ring();
       }
       echo(fd);
@@ -238,7 +230,7 @@ int main(int argc, char** argv) {
       if (fd < 0) die("connect");
       hello(fd);
       if (i == 0) {
-        wait_upgraded();
+        upgraded_first();
         start_ring();
       }
       exchange(fd, i == 0 ? total : kChunk);
