@@ -108,8 +108,9 @@ void sleep_ms() {
 
 // Waits until the poller has drained every connection, 10 s passed without progress
 // (fewer connections or less left than ever before in this wait) or 60 s in all, the poller gave no
-// answer for 1 s, or for 1 s only connections whose lock a program thread holds were
-// left (the thread a signal interrupted holds it for good). Async-signal-safe: the
+// answer for 5 s (a loaded machine can keep a live poller from its CPU for a second or
+// two, or a slow device call can), or for 1 s only connections whose lock a program
+// thread holds were left (the thread a signal interrupted holds it for good). Async-signal-safe: the
 // poller drains (it keeps the completion queues armed); this thread asks and reads the
 // answers. What is left.
 Unflushed wait_for_poller();
@@ -125,7 +126,7 @@ Unflushed flush_links() {
 Unflushed wait_for_poller() {
   // kMostMs: a peer that keeps taking a little (a credit of 64 bytes every 5 s) must
   // not keep an exiting process for ever.
-  constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 1000, kMostMs = 60000;
+  constexpr uint64_t kPatienceMs = 10000, kAnswerMs = 5000, kHeldMs = 1000, kMostMs = 60000;
   Unflushed last{SIZE_MAX, 0, 0, 0};  // no answer yet
   size_t fewest = SIZE_MAX;
   uint64_t least = UINT64_MAX;
@@ -152,7 +153,7 @@ Unflushed wait_for_poller() {
     fewest = u.links < fewest ? u.links : fewest;
     least = u.bytes + u.writes < least ? u.bytes + u.writes : least;
     if (u.held < u.links) unheld = now;
-    if (now - progress >= kPatienceMs || now - unheld >= kAnswerMs || now - start >= kMostMs) return u;
+    if (now - progress >= kPatienceMs || now - unheld >= kHeldMs || now - start >= kMostMs) return u;
     sleep_ms();
   }
 }
