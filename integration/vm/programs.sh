@@ -320,23 +320,70 @@ if under client timeout 300 ssh -i "$keys/user" -o BatchMode=yes -o StrictHostKe
 stop $server
 record $res
 
-# rsync's daemon, both ends under ferry: each connection's forked child switches to the
-# module's user (here root again: any switch makes new credentials), after which the
-# kernel refuses its rdma_cm and device commands (core/base/tcp_only.h): its connection
-# goes back to TCP first. 16 MiB down and up, every byte checked.
-name=rsyncd
-work=$(mktemp -d /tmp/rsyncd.XXXXXX)
-mkdir -p "$work/mod"
-head -c 16777216 /dev/urandom > "$work/mod/data"
-printf '%s\n' "uid = root" "gid = root" "use chroot = no" "pid file = $work/rsyncd.pid" "[mod]" "path = $work/mod" \
-  "read only = no" > "$work/rsyncd.conf"
-serve rsync --daemon --no-detach --port 8873 --address "$ip" --config "$work/rsyncd.conf"
-wait_port 8873
+# mosquitto, the MQTT broker, with its own clients under ferry: 2,000 messages of 1 KiB
+# published at QoS 1 and received by a subscriber, in order and intact.
+name=mosquitto
+work=$(mktemp -d /tmp/mosquitto.XXXXXX)
+printf '%s\n' "listener 1883 $ip" "allow_anonymous true" > "$work/mosquitto.conf"
+serve mosquitto -c "$work/mosquitto.conf"
+wait_port 1883
 res=ok
-if ! under client timeout 300 rsync -a "rsync://$ip:8873/mod/data" "$work/down" > "$out/$name.client.out" 2>&1 ||
-   ! cmp -s "$work/mod/data" "$work/down"; then res=FAILED; fail "down: $(tail -2 "$out/$name.client.out")"; fi
-if ! under client timeout 300 rsync -a "$work/down" "rsync://$ip:8873/mod/up" >> "$out/$name.client.out" 2>&1 ||
-   ! cmp -s "$work/mod/data" "$work/mod/up"; then res=FAILED; fail "up: $(tail -2 "$out/$name.client.out")"; fi
+under client timeout 300 mosquitto_sub -h "$ip" -p 1883 -t t -q 1 -C 2000 > "$work/got" 2> "$out/$name.sub.err" &
+sub=$!
+for _ in $(seq 100); do [ "$(ss -Htn state established "dport = :1883" | wc -l)" -ge 1 ] && break; sleep 0.1; done
+python3 -c "print('\n'.join('%05d' % i + 'x' * 1000 for i in range(2000)))" > "$work/sent"
+under client timeout 300 mosquitto_pub -h "$ip" -p 1883 -t t -q 1 -l < "$work/sent" > "$out/$name.pub.out" 2>&1 ||
+  { res=FAILED; fail "mosquitto_pub: $(tail -1 "$out/$name.pub.out")"; }
+wait $sub || { res=FAILED; fail "mosquitto_sub: $(tail -1 "$out/$name.sub.err")"; }
+cmp -s "$work/sent" "$work/got" || { res=FAILED; fail "the messages came out different ($(wc -l < "$work/got") lines)"; }
+stop $server
+rm -rf "$work"
+record $res
+
+# socat as a relay in front of a socat echo that forks a cat per connection: 16 MiB
+# through both and back, every byte checked.
+name=socat
+work=$(mktemp -d /tmp/socat.XXXXXX)
+head -c 16777216 /dev/urandom > "$work/data"
+serve socat "TCP-LISTEN:7501,bind=$ip,reuseaddr,fork" EXEC:cat
+echo_pid=$server
+wait_port 7501
+serve socat "TCP-LISTEN:7502,bind=$ip,reuseaddr,fork" "TCP:$ip:7501"
+wait_port 7502
+res=ok
+under client timeout 300 socat -b 65536 -t 30 - "TCP:$ip:7502" < "$work/data" > "$work/back" 2> "$out/$name.client.out"
+cmp -s "$work/data" "$work/back" || { res=FAILED; fail "16 MiB came back different ($(stat -c %s "$work/back") bytes)"; }
+stop $server
+stop $echo_pid
+rm -rf "$work"
+record $res
+
+# scp and sftp through sshd (sshd re-executes itself per connection: the connection is
+# handed over, and stays on TCP with its new owner): 4 MiB up and down each way.
+name=scp-sftp
+work=$(mktemp -d /tmp/scp.XXXXXX)
+ssh-keygen -q -t ed25519 -N '' -f "$work/host"
+ssh-keygen -q -t ed25519 -N '' -f "$work/user"
+cp "$work/user.pub" "$work/authorized_keys"
+mkdir -p /run/sshd
+printf '%s\n' "Port 2223" "ListenAddress $ip" "HostKey $work/host" "AuthorizedKeysFile $work/authorized_keys" \
+  "PermitRootLogin yes" "StrictModes no" "UsePAM no" "PidFile $work/sshd.pid" "Subsystem sftp internal-sftp" > "$work/sshd_config"
+serve /usr/sbin/sshd -D -e -f "$work/sshd_config"
+wait_port 2223
+head -c 4194304 /dev/urandom > "$work/data"
+o=(-i "$work/user" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null)
+res=ok
+for step in "scp -P 2223 $work/data root@$ip:$work/scp.up" "scp -P 2223 root@$ip:$work/data $work/scp.down"; do
+  read -ra cmd <<< "$step"
+  under client timeout 300 "${cmd[0]}" "${o[@]}" "${cmd[@]:1}" >> "$out/$name.client.out" 2>&1 ||
+    { res=FAILED; fail "${cmd[0]}: $(tail -1 "$out/$name.client.out")"; }
+done
+printf '%s\n' "put $work/data $work/sftp.up" "get $work/data $work/sftp.down" > "$work/batch"
+under client timeout 300 sftp "${o[@]}" -P 2223 -b "$work/batch" "root@$ip" >> "$out/$name.client.out" 2>&1 ||
+  { res=FAILED; fail "sftp: $(tail -1 "$out/$name.client.out")"; }
+for f in scp.up scp.down sftp.up sftp.down; do
+  cmp -s "$work/data" "$work/$f" || { res=FAILED; fail "$f: 4 MiB came out different"; }
+done
 stop $server
 rm -rf "$work"
 record $res
