@@ -84,7 +84,10 @@ void build_tx_locked(Link& link, DownState& st) {
     st.tx = DownState::Tx::broken;
     return;
   }
-  if (tcp_over(fd)) {
+  // Only a peer that cut over carries its end of stream on RDMA: one that never did
+  // (a server not yet given our proof) sends its fin on TCP, and a fin there is a
+  // half-close of a peer that still reads, not a sign that its process is gone.
+  if (ch.peer_cutover_known() && tcp_over(fd)) {
     // The peer's process is gone: there is nobody to resend to, and sends go to the
     // kernel socket as it stands, which answers as kernel TCP would after the peer
     // closed (the first send taken, the peer's reset, then EPIPE). A header written
