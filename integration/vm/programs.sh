@@ -302,16 +302,21 @@ record $res
 
 # sshd and ssh, both under ferry: sshd forks a pre-authentication child that installs a
 # system-call filter, then serves the session; 8 MiB up through cat and back.
+start_sshd() {  # start_sshd DIR PORT [OPTION...]: keys in DIR, sshd under ferry on PORT
+  local dir=$1 port=$2
+  shift 2
+  ssh-keygen -q -t ed25519 -N '' -f "$dir/host"
+  ssh-keygen -q -t ed25519 -N '' -f "$dir/user"
+  cp "$dir/user.pub" "$dir/authorized_keys"
+  mkdir -p /run/sshd
+  printf '%s\n' "Port $port" "ListenAddress $ip" "HostKey $dir/host" "AuthorizedKeysFile $dir/authorized_keys" \
+    "PermitRootLogin yes" "StrictModes no" "UsePAM no" "PidFile $dir/sshd.pid" "$@" > "$dir/sshd_config"
+  serve /usr/sbin/sshd -D -e -f "$dir/sshd_config"
+  wait_port "$port"
+}
 name=sshd
 keys=$(mktemp -d /tmp/sshd.XXXXXX)
-ssh-keygen -q -t ed25519 -N '' -f "$keys/host"
-ssh-keygen -q -t ed25519 -N '' -f "$keys/user"
-cp "$keys/user.pub" "$keys/authorized_keys"
-mkdir -p /run/sshd
-printf '%s\n' "Port 2222" "ListenAddress $ip" "HostKey $keys/host" "AuthorizedKeysFile $keys/authorized_keys" \
-  "PermitRootLogin yes" "StrictModes no" "UsePAM no" "PidFile $keys/sshd.pid" > "$keys/sshd_config"
-serve /usr/sbin/sshd -D -e -f "$keys/sshd_config"
-wait_port 2222
+start_sshd "$keys" 2222
 head -c 8388608 /dev/urandom > "$keys/data"
 if under client timeout 300 ssh -i "$keys/user" -o BatchMode=yes -o StrictHostKeyChecking=no \
      -o UserKnownHostsFile=/dev/null -p 2222 "root@$ip" cat < "$keys/data" > "$keys/back" 2> "$out/$name.client.err" &&
@@ -362,14 +367,7 @@ record $res
 # handed over, and stays on TCP with its new owner): 4 MiB up and down each way.
 name=scp-sftp
 work=$(mktemp -d /tmp/scp.XXXXXX)
-ssh-keygen -q -t ed25519 -N '' -f "$work/host"
-ssh-keygen -q -t ed25519 -N '' -f "$work/user"
-cp "$work/user.pub" "$work/authorized_keys"
-mkdir -p /run/sshd
-printf '%s\n' "Port 2223" "ListenAddress $ip" "HostKey $work/host" "AuthorizedKeysFile $work/authorized_keys" \
-  "PermitRootLogin yes" "StrictModes no" "UsePAM no" "PidFile $work/sshd.pid" "Subsystem sftp internal-sftp" > "$work/sshd_config"
-serve /usr/sbin/sshd -D -e -f "$work/sshd_config"
-wait_port 2223
+start_sshd "$work" 2223 "Subsystem sftp internal-sftp"
 head -c 4194304 /dev/urandom > "$work/data"
 o=(-i "$work/user" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null)
 res=ok
