@@ -4,17 +4,12 @@
 // libc's own function runs.
 #include "preload/export.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <sys/types.h>
 
 namespace {
 
-template <class F>
-F next(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
 
 template <class F, class... A>
 int change(F real, A... args) {
@@ -31,7 +26,7 @@ int change(F real, A... args) {
 // Each looks up libc's function once (a thread-safe static of its own).
 #define FERRY_CREDENTIALS(name, params, ...)                 \
   FERRY_EXPORT int name params {                             \
-    static const auto real = next<int(*) params>(#name);     \
+    static const auto real = ferry::preload::next<int(*) params>(#name); \
     return change(real, __VA_ARGS__);                        \
   }
 

@@ -5,11 +5,19 @@
 
 #include "core/api/api.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 
 #define FERRY_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace ferry::preload {
+
+// The next definition of `name` after libferry.so's own (another library's function
+// that ferry exports too: liburing's, or one of libc's outside its table of real calls).
+template <class F>
+F next(const char* name) noexcept {
+  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
 
 class Errno {
  public:

@@ -4,39 +4,32 @@
 // A program that does not load liburing never calls them.
 #include "preload/export.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 
-namespace {
+using ferry::preload::next;
 
-template <class F>
-F next(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-}
-
-}  // namespace
-
+// Each looks liburing's function up once.
 FERRY_EXPORT int io_uring_queue_init(unsigned entries, void* ring, unsigned flags) {
   ferry::api::before_io_uring();
-  auto f = next<int (*)(unsigned, void*, unsigned)>("io_uring_queue_init");
+  static const auto f = next<int (*)(unsigned, void*, unsigned)>("io_uring_queue_init");
   return f ? f(entries, ring, flags) : -ENOSYS;
 }
 
 FERRY_EXPORT int io_uring_queue_init_params(unsigned entries, void* ring, void* params) {
   ferry::api::before_io_uring();
-  auto f = next<int (*)(unsigned, void*, void*)>("io_uring_queue_init_params");
+  static const auto f = next<int (*)(unsigned, void*, void*)>("io_uring_queue_init_params");
   return f ? f(entries, ring, params) : -ENOSYS;
 }
 
 FERRY_EXPORT int io_uring_queue_init_mem(unsigned entries, void* ring, void* params, void* buf, size_t size) {
   ferry::api::before_io_uring();
-  auto f = next<int (*)(unsigned, void*, void*, void*, size_t)>("io_uring_queue_init_mem");
+  static const auto f = next<int (*)(unsigned, void*, void*, void*, size_t)>("io_uring_queue_init_mem");
   return f ? f(entries, ring, params, buf, size) : -ENOSYS;
 }
 
 FERRY_EXPORT int io_uring_setup(unsigned entries, void* params) {
   ferry::api::before_io_uring();
-  auto f = next<int (*)(unsigned, void*)>("io_uring_setup");
+  static const auto f = next<int (*)(unsigned, void*)>("io_uring_setup");
   return f ? f(entries, params) : -ENOSYS;
 }
