@@ -46,6 +46,16 @@ bool send_all(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
+bool send_all_fd(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    long r = write(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
 // Reads until EOF or `limit` bytes; how many, and their digest.
 size_t read_all(int fd, Digest& d, size_t limit = SIZE_MAX) {
   std::vector<uint8_t> buf(64 * 1024);
@@ -438,6 +448,126 @@ void jumps_out_of_send() {
   printf("  the stream ends with the marker: %d\n", marker);
 }
 
+// The same jump out of a send that is still asleep in the kernel: the client's first
+// data, 64 MiB no connection buffers while its reader does not read (the server only
+// sends a byte, so that both ends have used the connection), and after a second one
+// SIGALRM that leaves the send by siglongjmp. The shutdown after it returns, and the
+// reader, started then, sees the stream end with the marker sent after the jump.
+sigjmp_buf g_once;
+void jump_once(int) { siglongjmp(g_once, 1); }
+
+void jump_out_of_first_send() {
+  puts("a signal handler jumps out of the connection's first send, asleep in it");
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+  const int s = accept(l, nullptr, nullptr);
+  close(l);
+  show("server's byte", send(s, "h", 1, 0));
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 1200 && !done.load(); ++i) usleep(100000);
+    if (!done.load()) {
+      puts("  hung after the jump");
+      fflush(stdout);
+      _exit(1);
+    }
+  });
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  struct sigaction sa {}, old {};
+  sa.sa_handler = jump_once;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, &old);
+  const size_t n = 64u << 20;  // more than any connection buffers
+  std::vector<uint8_t> data(n, 'x');
+  const itimerval once{{0, 0}, {1, 0}}, off{};
+  volatile int jumped = 0;
+  if (sigsetjmp(g_once, 1) == 0) {
+    setitimer(ITIMER_REAL, &once, nullptr);
+    send(c, data.data(), n, MSG_NOSIGNAL);  // not reached: the reader has not begun
+  } else {
+    jumped = 1;
+  }
+  setitimer(ITIMER_REAL, &off, nullptr);
+  sigaction(SIGALRM, &old, nullptr);
+  printf("  jumped out: %d\n", jumped);
+  bool marker = false;
+  std::thread reader([&] {
+    std::vector<uint8_t> b(64 * 1024);
+    char last[4] = {};
+    for (;;) {
+      const long r = recv(s, b.data(), b.size(), 0);
+      if (r <= 0) break;
+      for (long i = 0; i < r; ++i) {
+        memmove(last, last + 1, 3);
+        last[3] = static_cast<char>(b[static_cast<size_t>(i)]);
+      }
+    }
+    marker = memcmp(last, "END!", 4) == 0;
+  });
+  show("send of the marker", send(c, "END!", 4, MSG_NOSIGNAL));
+  show("shutdown", shutdown(c, SHUT_WR));
+  reader.join();
+  done = true;
+  watchdog.join();
+  printf("  the stream ends with the marker: %d\n", marker);
+  char h = 0;
+  show("the server's byte", recv(c, &h, 1, 0));
+  close(c);
+  close(s);
+  wait_upgraded(g_upgrades += 2);
+}
+
+// A connection's first data by splice from a pipe, 16 MiB while its reader waits a
+// second before reading (the server only sends a byte, so that both ends have used
+// the connection): the splices wait for room in TCP, the connection may change
+// transport meanwhile, and the reader gets every byte in order.
+void splice_first() {
+  puts("the connection's first data spliced from a pipe, 16 MiB to a late reader");
+  sockaddr_in a;
+  int l = fresh_listener(&a);
+  const int c = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+  const int s = accept(l, nullptr, nullptr);
+  close(l);
+  show("server's byte", send(s, "h", 1, 0));
+  const size_t n = 16u << 20;
+  std::vector<uint8_t> data = pattern(n);
+  Digest want, got;
+  want.add(data.data(), n);
+  int pipefd[2];
+  if (pipe(pipefd)) perror("pipe");
+  std::thread filler([&] {
+    send_all_fd(pipefd[1], data.data(), n);
+    close(pipefd[1]);
+  });
+  size_t spliced = 0;
+  std::thread splicer([&] {
+    for (;;) {
+      const long r = splice(pipefd[0], nullptr, c, nullptr, 1u << 20, 0);
+      if (r <= 0) break;
+      spliced += static_cast<size_t>(r);
+    }
+    shutdown(c, SHUT_WR);
+  });
+  settle();
+  settle();
+  settle();
+  size_t k = read_all(s, got);
+  filler.join();
+  splicer.join();
+  printf("  spliced %zu, reader got %zu bytes, intact %d\n", spliced, k, got.h == want.h);
+  char h = 0;
+  show("the server's byte", recv(c, &h, 1, 0));
+  close(pipefd[0]);
+  close(c);
+  close(s);
+  wait_upgraded(g_upgrades += 2);
+}
+
 // A daemon that closes every descriptor but its connection's (a loop of close, then
 // close_range and closefrom) and dup2s over low numbers: the connection goes on.
 void close_everything_else() {
@@ -495,6 +625,8 @@ int main(int argc, char** argv) {
   run("linger", linger_zero_resets);
   run("fork", fork_beside_blocked_recv);
   run("jumps", jumps_out_of_send);
+  run("jump_first", jump_out_of_first_send);
+  run("splice_first", splice_first);
   run("close_everything", close_everything_else);  // last: it closes what came before
   puts("done");
   fprintf(stderr, "%ld s\n", static_cast<long>(time(nullptr) - start));

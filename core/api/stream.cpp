@@ -10,7 +10,6 @@
 #include "core/conn/send_side.h"
 
 #include <linux/sockios.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 
 #include <algorithm>
@@ -46,17 +45,7 @@ long shutdown(int fd, Socket& s, int how) noexcept {
     return r;
   }
   if (how != SHUT_RD) {
-    std::unique_lock<Lock> tx(s.tx_mu);
-    if (!link.tx_cut && link.tcp_senders > 0) {
-      // A thread sleeps in a kernel send that began before the cutover: the kernel's
-      // shutdown ends it (as it would without ferry), and its count joins tcp_sent.
-      real.shutdown(fd, SHUT_WR);
-      while (link.tcp_senders > 0) {
-        tx.unlock();
-        sched_yield();
-        tx.lock();
-      }
-    }
+    std::lock_guard<Lock> tx(s.tx_mu);
     send_side::end(fd, s, link, false);
   }
   link.signal.bump();

@@ -36,28 +36,76 @@ using namespace parts;
 
 namespace {
 
-// The kernel's call for bytes that go by TCP (before the send side cut over, or after
-// the upgrade gave up), made without the socket's lock so that a blocking send sleeps
-// in the kernel with the kernel's own semantics (timeouts, signals, shutdown from
-// another thread) and other threads' calls go on meanwhile. tcp_senders keeps the
-// cutover from happening while it runs.
-// A kernel send that began with ++link.tcp_senders under tx_mu has returned r.
-long tcp_send_done(Socket& s, Link& link, long r) {
-  std::lock_guard<Lock> tx(s.tx_mu);
-  if (r > 0) {
-    link.tcp_sent += static_cast<uint64_t>(r);
-    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
-  }
-  --link.tcp_senders;
-  return r;
-}
-
-long send_tcp(int fd, Socket& s, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
+// Bytes that go by TCP before the send side cut over: the kernel's call under tx_mu,
+// never asleep there (MSG_DONTWAIT), so that tcp_sent counts every byte TCP carries
+// before the cutover. A sender that found no room waits for some without any lock or
+// count (wait_tcp_room): a signal handler that leaves the call by siglongjmp, as it may
+// from any blocking call, leaves nothing behind that a cutover or shutdown would wait
+// for. Once the upgrade failed no cutover can come: the kernel's blocking call then.
+long send_before_cutover(int fd, Link& link, const iovec* iov, int iovcnt, int flags, size_t sent) {
   msghdr m{};
   m.msg_iov = const_cast<iovec*>(iov);
   m.msg_iovlen = static_cast<size_t>(iovcnt);
   // After a partial send the kernel reports the count, never a SIGPIPE.
-  return tcp_send_done(s, link, api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags)));
+  long r = api::sys(real.sendmsg(fd, &m, (sent ? flags | MSG_NOSIGNAL : flags) | MSG_DONTWAIT));
+  if (r > 0) {
+    link.tcp_sent += static_cast<uint64_t>(r);
+    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  }
+  return r;
+}
+
+long send_kernel(int fd, const iovec* iov, int iovcnt, int flags, size_t sent) {
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<size_t>(iovcnt);
+  long r = api::sys(real.sendmsg(fd, &m, sent ? flags | MSG_NOSIGNAL : flags));
+  if (r > 0) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  return r;
+}
+
+// The splice of send_before_cutover: under tx_mu, asleep in the kernel at most one
+// tick of its clock (a socket's blocking is its own, not the call's: SO_SNDTIMEO is
+// set that short for the call, then back to the program's). The pipe is not waited
+// for either: what the caller saw there may have been taken meanwhile.
+long splice_before_cutover(int pipe, int fd, Socket& s, Link& link, size_t len, unsigned flags) {
+  const bool shortened = !s.nonblocking.load();
+  if (shortened) {
+    const timeval tick{0, 1};
+    real.setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tick, sizeof tick);
+  }
+  long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags | SPLICE_F_NONBLOCK));
+  if (shortened) {
+    const int64_t us = s.sndtimeo_us.load();
+    const timeval program{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+    real.setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &program, sizeof program);
+  }
+  if (r > 0) {
+    link.tcp_sent += static_cast<uint64_t>(r);
+    stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+  }
+  return r;
+}
+
+// No room in TCP before the cutover: waits for some (the poller's watch reports it,
+// upgrade::watch_now), or for the call's deadline. 0 to look again, or -errno. Without
+// a watch (the program closed the descriptor it had, and sends on a duplicate) the
+// wait is cut in slices, after each of which the caller looks again; with one it is
+// the kernel's: a signal handler with SA_RESTART resumes it, as it would a send.
+int wait_tcp_room(Link& link, uint32_t seen, Deadline& deadline, int64_t timeout_us) {
+  constexpr int64_t kSliceUs = 50000;
+  link.tcp_send_wait.store(true);
+  bool watched;
+  {
+    std::lock_guard<Lock> w(link.watch_mu);
+    watched = !link.unwatched;
+  }
+  const int64_t until = deadline.of(timeout_us);
+  if (watched) return wait_for(link, seen, until);
+  const int64_t slice = now_us() + kSliceUs;
+  const int w = wait_for(link, seen, until > 0 ? std::min(until, slice) : slice);
+  if (w == -EAGAIN && (until == 0 || now_us() < until)) return 0;
+  return w;
 }
 
 // A send on a connection whose RDMA side broke: a reset the kernel socket received is
@@ -127,7 +175,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     downgrade::Why why = downgrade::Why::failed;
     {
       std::unique_lock<Lock> tx(s.tx_mu);
-      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel;
       if (!by_tcp && !link.tx_cut && !(flags & MSG_OOB) && !link.orphaned && !link.fin_sent && !link.tx_left.load()) {
         const send_side::Cut cut = send_side::cut_over(fd, s, link);
         if (cut == send_side::Cut::failed) {
@@ -137,16 +185,29 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         by_tcp = cut == send_side::Cut::later;
       }
       if (by_tcp) {
-        ++link.tcp_senders;
-        tx.unlock();
         Slice rest(iov, iovcnt, sent, total - sent, total);
-        long r = send_tcp(fd, s, link, rest.v, rest.n, flags, sent);
-        if (r < 0) return broken(sent, static_cast<int>(-r));
-        sent += static_cast<size_t>(r);
-        // A blocking kernel send returns short only when it was interrupted or timed
-        // out; a part of a longer vector list that went whole is followed by the next.
-        if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;
-        return static_cast<long>(sent);
+        if (s.transport() == Transport::kernel) {
+          tx.unlock();
+          long r = send_kernel(fd, rest.v, rest.n, flags, sent);
+          if (r < 0) return broken(sent, static_cast<int>(-r));
+          sent += static_cast<size_t>(r);
+          // A blocking kernel send returns short only when it was interrupted or timed
+          // out; a part of a longer vector list that went whole is followed by the next.
+          if (static_cast<size_t>(r) == rest.bytes && sent < total) continue;
+          return static_cast<long>(sent);
+        }
+        long r = send_before_cutover(fd, link, rest.v, rest.n, flags, sent);
+        tx.unlock();
+        if (r < 0 && r != -EAGAIN) return broken(sent, static_cast<int>(-r));
+        if (r > 0) {
+          sent += static_cast<size_t>(r);
+          if (sent == total) return static_cast<long>(sent);
+          if (static_cast<size_t>(r) == rest.bytes) continue;  // the next part
+        }
+        if (nonblock) return broken(sent, EAGAIN);
+        int w = wait_tcp_room(link, seen, deadline, s.sndtimeo_us.load());
+        if (w < 0) return broken(sent, -w);
+        continue;
       }
       if (flags & MSG_OOB) return broken(sent, EOPNOTSUPP);  // the hand-off failed
       if (link.orphaned || link.fin_sent) {
@@ -219,7 +280,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
     }
     {
       std::unique_lock<Lock> tx(s.tx_mu);
-      bool by_tcp = !link.established() || s.transport() == Transport::kernel || (!link.tx_cut && link.tcp_senders > 0);
+      bool by_tcp = !link.established() || s.transport() == Transport::kernel;
       if (!by_tcp && !link.tx_cut && !link.orphaned && !link.fin_sent) {
         const send_side::Cut cut = send_side::cut_over(fd, s, link);
         if (cut == send_side::Cut::failed) {
@@ -230,9 +291,20 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
       }
       if (by_tcp) {
         // TCP still carries this side's bytes: the kernel's splice, counted like a send.
-        ++link.tcp_senders;
+        if (s.transport() == Transport::kernel) {
+          tx.unlock();
+          long r = api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags));
+          if (r > 0) stats::add(stats::g.bytes_tcp_sent, static_cast<uint64_t>(r));
+          return r;
+        }
+        long r = splice_before_cutover(pipe, fd, s, link, len, flags);
         tx.unlock();
-        return tcp_send_done(s, link, api::sys(real.splice(pipe, nullptr, fd, nullptr, len, flags)));
+        if (r >= 0 || (r != -EAGAIN && r != -EINTR)) return r;
+        // No room (or a signal, put off while tx_mu was held and delivered now).
+        if (s.nonblocking.load()) return -EAGAIN;
+        int w = wait_tcp_room(link, seen, deadline, s.sndtimeo_us.load());
+        if (w < 0) return w;
+        continue;
       }
       if (link.orphaned || link.fin_sent) {
         tx.unlock();

@@ -82,6 +82,11 @@ struct LinkWatch {
   // connection, and no watch is made after that.
   poller::Watcher* watcher = nullptr;
   bool unwatched = false;
+  // A send before the cutover waits for room in TCP (stream's wait_tcp_room): the
+  // one-shot handshake watch looks for room too while it is set (always looking would
+  // wake every sleeper at each re-arm, TCP having room most of the time). The poller
+  // clears it when room came.
+  std::atomic<bool> tcp_send_wait{false};
   // Under watch_mu: the program closed the socket (its last descriptor, or the one
   // watched). A server's Welcome goes only before (`answered` is set under watch_mu):
   // the close then knows whether its client's proof may still come (upgrade::closing).
@@ -126,10 +131,6 @@ struct LinkTcp {
   // The program shut the sending side (shutdown, close): later sends fail. The fin
   // itself goes once the send queue drained (Channel::finish_locked).
   std::atomic<bool> fin_sent{false};
-  // Threads inside a kernel send on this connection (blocking ones run without
-  // Socket::tx_mu). The send side cuts over only when none is: tcp_sent must count
-  // every byte TCP carries before the cutover. Under Socket::tx_mu.
-  int tcp_senders = 0;
   // Written under Socket::rx_mu; readiness reads them without it.
   std::atomic<uint64_t> tcp_received{0};
   std::atomic<bool> rd_shut{false};

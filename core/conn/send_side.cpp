@@ -146,7 +146,7 @@ void proof_retry_st(const std::weak_ptr<Link>& weak, int tries) noexcept {
 void cut_over_now(int fd, Socket& s, Link& link) noexcept {
   {
     std::unique_lock<Lock> tx(s.tx_mu, std::try_to_lock);
-    if (tx.owns_lock() && !link.tx_cut && !link.down() && link.tcp_senders == 0 && link.established()) {
+    if (tx.owns_lock() && !link.tx_cut && !link.down() && link.established()) {
       cut_over(fd, s, link);
       return;
     }
@@ -172,20 +172,18 @@ void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries) noex
         downgrade::want(*link, downgrade::Why::failed);
         return;
       }
-      if (link->tcp_senders == 0) {
-        // A server not bound yet cuts over once it is (look_for_proof, a receive).
-        if (!link->client) {
-          cut_over(-1, s, *link);
-          return;
-        }
-        // The program's socket, while the number is surely still its (upgrade's watch_mu).
-        std::lock_guard<Lock> w(link->watch_mu);
-        if (!link->unwatched) cut_over(link->fd, s, *link);
+      // A server not bound yet cuts over once it is (look_for_proof, a receive).
+      if (!link->client) {
+        cut_over(-1, s, *link);
         return;
       }
+      // The program's socket, while the number is surely still its (upgrade's watch_mu).
+      std::lock_guard<Lock> w(link->watch_mu);
+      if (!link->unwatched) cut_over(link->fd, s, *link);
+      return;
     }
   }
-  // A send is in progress: its next one cuts over. A client tries again anyway (it may
+  // A send holds tx_mu: its next look cuts over. A client tries again anyway (it may
   // never send again, and its proof is what binds the connection), as does a side whose
   // program already ended it on TCP (its cutover carries the end of the stream).
   if (!link->client && !link->fin_sent.load()) return;

@@ -11,8 +11,9 @@
 namespace ferry::send_side {
 
 // Cuts the send side over to the ring (the first RDMA message names the bytes TCP
-// carried). Needs s.tx_mu held, the link established and no kernel send running
-// (link.tcp_senders == 0). The send queue may then hold what kernel TCP's buffers would.
+// carried). Needs s.tx_mu held and the link established (every kernel send before the
+// cutover runs under tx_mu, so tcp_sent is exact). The send queue may then hold what
+// kernel TCP's buffers would.
 // later: not now, TCP carries the bytes meanwhile: a server not yet bound to its
 // client (core/conn/binding.h), or a client that cannot write its proof into TCP now (fd,
 // the program's socket, is -1, its TCP side ended, or it has no room and the caller
@@ -36,8 +37,7 @@ void cut_over_now(int fd, Socket& s, Link& link) noexcept;
 void cut_over_soon(const std::shared_ptr<Link>& link, Socket& s, int tries = 0) noexcept;
 // Ends the send side (shutdown, the last close): cuts over if not yet, then the fin
 // once the send queue drained, or, for an abortive close (SO_LINGER {1, 0}), drops the
-// queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held and
-// no kernel send running.
+// queue and sends no fin (the kernel socket's close resets TCP). Needs s.tx_mu held.
 // fd: the program's socket, or -1 once it closed it.
 void end(int fd, Socket& s, Link& link, bool abortive) noexcept;
 // The program closed its socket before its send side cut over: the end of its stream

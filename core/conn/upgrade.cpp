@@ -139,7 +139,9 @@ void unwatch(Link& link) {
 void watch_now(Link& link) {
   std::lock_guard<Lock> lock(link.watch_mu);
   if (link.unwatched) return;
-  const uint32_t events = link.state() == ConnState::handshake ? kWatchHandshake : kWatchLive;
+  const uint32_t events = link.state() != ConnState::handshake ? kWatchLive
+                          : link.tcp_send_wait.load()           ? kWatchHandshake | EPOLLOUT
+                                                                : kWatchHandshake;
   link.watch_idle.store(false);
   if (link.watching.load()) {
     poller::rewatch(link.fd, events, link.watcher);
@@ -258,20 +260,25 @@ bool note_spoke(Link& link) {
          link.spoke_ns.compare_exchange_strong(none, ns_of(Clock::now()));
 }
 
-void Conn::on_event_st(uint32_t) {
+void Conn::on_event_st(uint32_t events) {
   FERRY_POLLER_ONLY();
+  // Room in TCP (only a sender that found none asks for it) is no news from the peer.
+  const bool news = events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+  if (events & EPOLLOUT) link->tcp_send_wait.store(false);
   if (link->state() == ConnState::handshake) {
-    note_spoke(*link);
-    arm_deadline_st(this);
+    if (news) {
+      note_spoke(*link);
+      arm_deadline_st(this);
+    }
     // The one-shot watch is disarmed now; a sleeper has it re-armed (before the bump
     // below, so that one that misses this store is woken by the bump).
     link->watch_idle.store(true);
   }
-  link->tcp_events.fetch_add(1, std::memory_order_relaxed);
+  if (news) link->tcp_events.fetch_add(1, std::memory_order_relaxed);
   link->signal.bump();
   // A server still waiting for its client's proof takes it as it arrives, whether or
   // not the program reads now.
-  if (!link->client && link->established()) send_side::look_for_proof(link);
+  if (news && !link->client && link->established()) send_side::look_for_proof(link);
 }
 
 void adopt_st(std::unique_ptr<Conn> conn) {
@@ -371,7 +378,8 @@ void watch_for_sleeper(Link& link) noexcept {
   if (link.established()) return;
   // Made or re-armed here, without a poller round: the Conn it reports to lives while
   // the watch may be made (watch_now).
-  if (link.watch_idle.exchange(false)) watch_now(link);
+  // A sender waiting for room in TCP has the watch look for it (watch_now).
+  if (link.watch_idle.exchange(false) || link.tcp_send_wait.load()) watch_now(link);
   // The limit on a server's wait for its request, posted by a read (peer_spoke), is
   // armed before anyone sleeps on the connection: the poller may have no other reason
   // to run until the peer's next bytes, which may be long in coming.

@@ -193,9 +193,11 @@ void arm_deadline_st(Conn* c);
 bool rdma_ready();
 
 // The poller's watch of a connection's TCP side: one-shot while the handshake runs
-// (Link::watch_idle), then every arrival.
-constexpr uint32_t kWatchLive = EPOLLIN | EPOLLRDHUP | EPOLLET;
-constexpr uint32_t kWatchHandshake = kWatchLive | EPOLLONESHOT;
+// (Link::watch_idle; room in TCP only while a sender waits for it, Link::tcp_send_wait),
+// then every arrival and room (edge-triggered: room is an edge only after a send
+// found none).
+constexpr uint32_t kWatchLive = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kWatchHandshake = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT;
 
 // A handshake's record for a connection whose endpoints are local and peer.
 std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
