@@ -2,9 +2,12 @@
 // client the port at once, the way qperf, FTP's passive mode and test harnesses do.
 //   listen_then_connect IP ROUNDS
 // Each round forks a server process: it connects to the parent (a control connection,
-// as qperf's), listens on IP port 0, writes the port on the control connection and echoes one connection's bytes until it closes. The parent connects as soon as it
-// reads the port and makes 1-byte round trips for 300 ms (long enough for an upgrade to
-// finish). Exits 0 when every byte came back; ferry's counters say which connections
+// as qperf's), listens on IP port 0, writes the port on the control connection and
+// echoes one connection's bytes until it closes. The parent connects as soon as it
+// reads the port and makes 1-byte round trips: with LTC_GO set (a path), until the
+// file PATH.ROUND exists (the test makes it once ferry's counters show this process's
+// two ends of the round upgraded; 120 s at most, a limit for hangs), otherwise for
+// 300 ms. Exits 0 when every byte came back; ferry's counters say which connections
 // left kernel TCP.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -62,19 +66,22 @@ sockaddr_in address(const char* ip, uint16_t port) {
   std::exit(0);
 }
 
-bool round_trip(const char* ip, int heard, char byte) {
+bool round_trip(const char* ip, int heard, int round) {
+  const char byte = static_cast<char>('a' + round % 26);
+  const char* go = std::getenv("LTC_GO");
+  const std::string until = go ? std::string(go) + "." + std::to_string(round) : std::string();
   uint16_t port;
   if (read(heard, &port, sizeof port) != sizeof port) die("read port");
   int s = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a = address(ip, port);
   if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect");
   bool same = true;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(go ? 120000 : 300);
   do {
     char back = 0;
     if (write(s, &byte, 1) != 1 || read(s, &back, 1) != 1) die("round trip");
     same = same && back == byte;
-  } while (std::chrono::steady_clock::now() < end);
+  } while (std::chrono::steady_clock::now() < end && (!go || access(until.c_str(), F_OK) != 0));
   close(s);
   return same;
 }
@@ -103,7 +110,7 @@ int main(int argc, char** argv) {
     }
     int control = accept(l, nullptr, nullptr);
     if (control < 0) die("accept control");
-    if (!round_trip(argv[1], control, static_cast<char>('a' + i % 26))) ++wrong;
+    if (!round_trip(argv[1], control, i)) ++wrong;
     close(control);
     int status = 0;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++wrong;

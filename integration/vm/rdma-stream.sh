@@ -675,10 +675,23 @@ scenario_thousand() {
 # returns only once that listener is in place.
 scenario_listen_then_connect() {
   local rounds=60
-  rm -f "$out/$scenario".*.log
-  FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$scenario.%p.log" timeout 300 \
-    "$ferry" "$build/listen_then_connect" "$ip" $rounds > "$out/$scenario.out" 2>&1 ||
-    fail "$(tail -3 "$out/$scenario.out")"
+  rm -f "$out/$scenario".*.log "$out/$scenario".go.*
+  LTC_GO=$out/$scenario.go FERRY_STATS=1 FERRY_BACKTRACE=1 FERRY_LOG_FILE="$out/$scenario.%p.log" \
+    "$ferry" "$build/listen_then_connect" "$ip" $rounds > "$out/$scenario.out" 2>&1 &
+  local prog=$! i n
+  # Each round's round trips go on until the program's counters show its two ends of
+  # the round (the control connection it accepted, the one it made) upgraded.
+  for ((i = 0; i < rounds; i++)); do
+    for _ in $(seq 1200); do
+      n=$("$ferry" stat $prog 2>/dev/null | awk '$1 == "upgraded" {print $2}')
+      [ "${n:-0}" -ge $((2 * (i + 1))) ] && break
+      kill -0 $prog 2>/dev/null || break
+      sleep 0.1
+    done
+    touch "$out/$scenario.go.$i"
+  done
+  timeout 120 tail --pid=$prog -f /dev/null || { kill $prog 2>/dev/null; fail "the program did not finish"; }
+  wait $prog || fail "$(tail -3 "$out/$scenario.out")"
   local up refused
   up=$(awk '$1 == "upgraded" {s += $2} END {print s + 0}' "$out/$scenario".*.log)
   refused=$(awk '$1 == "tcp_peer_refused" {s += $2} END {print s + 0}' "$out/$scenario".*.log)
