@@ -260,6 +260,24 @@ TEST(Deferral, AHandlerThatJumpsOutLeavesNoLockHeld) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
 }
 
+// Nor a count taken around a system call inside a Stretch (no lock held): the handler
+// jumps out once the count is given back.
+TEST(Deferral, AHandlerThatJumpsOutOfAStretchLeavesNoCountTaken) {
+  int status = in_child([] {
+    signals::signal(SIGUSR2, jumping, false);
+    static std::atomic<int> users{0};
+    if (sigsetjmp(g_back, 1) == 0) {
+      deferral::Stretch stretch;
+      users.fetch_add(1);
+      raise(SIGUSR2);
+      users.fetch_sub(1);
+    }
+    CHILD_EXPECT(users.load() == 0, 10);
+    CHILD_EXPECT(deferral::t_locks == 0, 11);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
+}
+
 // SIGTERM with its default, ferry standing in: the process still dies of it, once the
 // lock is let go.
 TEST(Deferral, ADefaultSignalEndsTheProcessOnceTheLockIsLetGo) {

@@ -44,6 +44,16 @@ inline void leave() noexcept {
   if (--t_locks == 0 && t_put_off != 0) deliver();
 }
 
+// A stretch with no lock in it that a handler must not leave halfway either (a count
+// of users taken and given back around a system call, which another thread waits to
+// see fall to 0): signals that come inside it wait for its end, as under a lock.
+struct Stretch {
+  Stretch() noexcept { enter(); }
+  ~Stretch() { leave(); }
+  Stretch(const Stretch&) = delete;
+  Stretch& operator=(const Stretch&) = delete;
+};
+
 // In a signal handler: whether this thread holds a lock of ferry's.
 inline bool holding() noexcept { return t_locks != 0; }
 

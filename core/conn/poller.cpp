@@ -2,6 +2,7 @@
 
 #include "core/base/config.h"
 #include "core/base/contract.h"
+#include "core/base/deferral.h"
 #include "core/base/fork_spare.h"
 #include "core/base/sandbox.h"
 #include "core/base/libc.h"
@@ -90,8 +91,11 @@ Poller& P() { return *g_poller; }
 
 thread_local bool t_poller_thread = false;
 
-// Keeps a descriptor number of the poller's from moving under a call that uses it.
+// Keeps a descriptor number of the poller's from moving under a call that uses it. A
+// signal handler that jumps out at the call's return would leave the count up and the
+// move waiting for ever: signals wait for the end of the use (deferral::Stretch).
 struct FdUse {
+  deferral::Stretch stretch;
   FdUse() { P().fd_users.fetch_add(1); }
   ~FdUse() { P().fd_users.fetch_sub(1); }
   FdUse(const FdUse&) = delete;

@@ -1,5 +1,6 @@
 #include "core/conn/readiness.h"
 
+#include "core/base/deferral.h"
 #include "core/base/libc.h"
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
@@ -171,6 +172,7 @@ void Kicker::kick() noexcept {
   if (armed_.load(std::memory_order_seq_cst) <= 0 || fd_.load(std::memory_order_relaxed) < 0) return;
   if (pending_.exchange(true, std::memory_order_seq_cst)) return;
   uint64_t one = 1;
+  deferral::Stretch stretch;  // a handler jumping out here would leave users_ up (move)
   users_.fetch_add(1);
   (void)!real.write(fd_.load(), &one, sizeof one);
   users_.fetch_sub(1);
@@ -178,6 +180,7 @@ void Kicker::kick() noexcept {
 
 void Kicker::drain() noexcept {
   uint64_t v;
+  deferral::Stretch stretch;
   users_.fetch_add(1);
   (void)!real.read(fd_.load(), &v, sizeof v);
   users_.fetch_sub(1);
