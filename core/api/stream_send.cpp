@@ -300,6 +300,8 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         long r = splice_before_cutover(pipe, fd, s, link, len, flags);
         tx.unlock();
         if (r >= 0 || (r != -EAGAIN && r != -EINTR)) return r;
+        // Another reader of the pipe took what was there: the pipe is waited for again.
+        if (int left = 0; real.ioctl(pipe, FIONREAD, &left) == 0 && left == 0) continue;
         // No room (or a signal, put off while tx_mu was held and delivered now).
         if (s.nonblocking.load()) return -EAGAIN;
         int w = wait_tcp_room(link, seen, deadline, s.sndtimeo_us.load());
