@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -378,6 +379,83 @@ void fork_beside_blocked_recv() {
   printf("  then 1 MiB back: %zu bytes, intact %d\n", k, got.h == want.h);
 }
 
+// The scenarios below jump out of calls from a SIGALRM handler: their helper threads
+// never take it (a jump from another thread's stack is not the program's).
+void block_alarm() {
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alrm, nullptr);
+}
+
+// A limit for hangs (120 s): past it, the scenario's line says it hung and the
+// process ends (the outputs then differ).
+struct Watchdog {
+  std::atomic<bool> done{false};
+  std::thread t;
+  explicit Watchdog(const char* line)
+      : t([this, line] {
+          block_alarm();
+          for (int i = 0; i < 1200 && !done.load(); ++i) usleep(100000);
+          if (!done.load()) {
+            puts(line);
+            fflush(stdout);
+            _exit(1);
+          }
+        }) {}
+  ~Watchdog() {
+    done = true;
+    t.join();
+  }
+};
+
+// A thread reading fd to its end; join() says whether the stream ended with "END!".
+struct MarkerReader {
+  bool marker = false;
+  std::thread t;
+  explicit MarkerReader(int fd)
+      : t([this, fd] {
+          block_alarm();
+          std::vector<uint8_t> b(64 * 1024);
+          char last[4] = {};
+          for (;;) {
+            const long n = recv(fd, b.data(), b.size(), 0);
+            if (n <= 0) break;
+            for (long i = 0; i < n; ++i) {
+              memmove(last, last + 1, 3);
+              last[3] = static_cast<char>(b[static_cast<size_t>(i)]);
+            }
+          }
+          marker = memcmp(last, "END!", 4) == 0;
+        }) {}
+  bool join() {
+    t.join();
+    return marker;
+  }
+};
+
+// A connection used at once, not waited on for its upgrade: the server sends one
+// byte (so that both ends have used it), which finish() reads before both close.
+struct FreshPair {
+  int c = -1, s = -1;
+  FreshPair() {
+    sockaddr_in a;
+    int l = fresh_listener(&a);
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
+    s = accept(l, nullptr, nullptr);
+    close(l);
+    show("server's byte", send(s, "h", 1, 0));
+  }
+  void finish() {
+    char h = 0;
+    show("the server's byte", recv(c, &h, 1, 0));
+    close(c);
+    close(s);
+    wait_upgraded(g_upgrades += 2);
+  }
+};
+
 // A signal handler that leaves by siglongjmp (iperf3 ends so on SIGINT), 200 times
 // while the main thread sends: the handler comes at any point of a send, and the
 // connection and the process go on after it. The reader (SIGALRM blocked) sees the
@@ -399,29 +477,8 @@ void jumps_out_of_send() {
   sigemptyset(&alrm);
   sigaddset(&alrm, SIGALRM);
   pthread_sigmask(SIG_BLOCK, &alrm, nullptr);
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < 1200 && !done.load(); ++i) usleep(100000);
-    if (!done.load()) {
-      puts("  hung after the jumps");
-      fflush(stdout);
-      _exit(1);
-    }
-  });
-  bool marker = false;
-  std::thread reader([&] {
-    std::vector<uint8_t> b(64 * 1024);
-    char last[4] = {};
-    for (;;) {
-      const long n = recv(p.s, b.data(), b.size(), 0);
-      if (n <= 0) break;
-      for (long i = 0; i < n; ++i) {
-        memmove(last, last + 1, 3);
-        last[3] = static_cast<char>(b[static_cast<size_t>(i)]);
-      }
-    }
-    marker = memcmp(last, "END!", 4) == 0;
-  });
+  std::optional<Watchdog> watchdog(std::in_place, "  hung after the jumps");
+  MarkerReader reader(p.s);
   struct sigaction sa {}, old {};
   sa.sa_handler = jump_back;
   sigemptyset(&sa.sa_mask);
@@ -442,9 +499,8 @@ void jumps_out_of_send() {
   pthread_sigmask(SIG_UNBLOCK, &alrm, nullptr);
   show("send of the marker", send(p.c, "END!", 4, MSG_NOSIGNAL));
   show("shutdown", shutdown(p.c, SHUT_WR));
-  reader.join();
-  done = true;
-  watchdog.join();
+  const bool marker = reader.join();
+  watchdog.reset();
   printf("  the stream ends with the marker: %d\n", marker);
 }
 
@@ -458,25 +514,8 @@ void jump_once(int) { siglongjmp(g_once, 1); }
 
 void jump_out_of_first_send() {
   puts("a signal handler jumps out of the connection's first send, asleep in it");
-  sockaddr_in a;
-  int l = fresh_listener(&a);
-  const int c = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
-  const int s = accept(l, nullptr, nullptr);
-  close(l);
-  show("server's byte", send(s, "h", 1, 0));
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < 1200 && !done.load(); ++i) usleep(100000);
-    if (!done.load()) {
-      puts("  hung after the jump");
-      fflush(stdout);
-      _exit(1);
-    }
-  });
-  sigset_t alrm;
-  sigemptyset(&alrm);
-  sigaddset(&alrm, SIGALRM);
+  FreshPair p;
+  std::optional<Watchdog> watchdog(std::in_place, "  hung after the jump");
   struct sigaction sa {}, old {};
   sa.sa_handler = jump_once;
   sigemptyset(&sa.sa_mask);
@@ -487,38 +526,20 @@ void jump_out_of_first_send() {
   volatile int jumped = 0;
   if (sigsetjmp(g_once, 1) == 0) {
     setitimer(ITIMER_REAL, &once, nullptr);
-    send(c, data.data(), n, MSG_NOSIGNAL);  // not reached: the reader has not begun
+    send(p.c, data.data(), n, MSG_NOSIGNAL);  // not reached: the reader has not begun
   } else {
     jumped = 1;
   }
   setitimer(ITIMER_REAL, &off, nullptr);
   sigaction(SIGALRM, &old, nullptr);
   printf("  jumped out: %d\n", jumped);
-  bool marker = false;
-  std::thread reader([&] {
-    std::vector<uint8_t> b(64 * 1024);
-    char last[4] = {};
-    for (;;) {
-      const long r = recv(s, b.data(), b.size(), 0);
-      if (r <= 0) break;
-      for (long i = 0; i < r; ++i) {
-        memmove(last, last + 1, 3);
-        last[3] = static_cast<char>(b[static_cast<size_t>(i)]);
-      }
-    }
-    marker = memcmp(last, "END!", 4) == 0;
-  });
-  show("send of the marker", send(c, "END!", 4, MSG_NOSIGNAL));
-  show("shutdown", shutdown(c, SHUT_WR));
-  reader.join();
-  done = true;
-  watchdog.join();
+  MarkerReader reader(p.s);
+  show("send of the marker", send(p.c, "END!", 4, MSG_NOSIGNAL));
+  show("shutdown", shutdown(p.c, SHUT_WR));
+  const bool marker = reader.join();
+  watchdog.reset();
   printf("  the stream ends with the marker: %d\n", marker);
-  char h = 0;
-  show("the server's byte", recv(c, &h, 1, 0));
-  close(c);
-  close(s);
-  wait_upgraded(g_upgrades += 2);
+  p.finish();
 }
 
 // A connection's first data by splice from a pipe, 16 MiB while its reader waits a
@@ -527,13 +548,7 @@ void jump_out_of_first_send() {
 // transport meanwhile, and the reader gets every byte in order.
 void splice_first() {
   puts("the connection's first data spliced from a pipe, 16 MiB to a late reader");
-  sockaddr_in a;
-  int l = fresh_listener(&a);
-  const int c = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a)) perror("connect");
-  const int s = accept(l, nullptr, nullptr);
-  close(l);
-  show("server's byte", send(s, "h", 1, 0));
+  FreshPair p;
   const size_t n = 16u << 20;
   std::vector<uint8_t> data = pattern(n);
   Digest want, got;
@@ -547,25 +562,21 @@ void splice_first() {
   size_t spliced = 0;
   std::thread splicer([&] {
     for (;;) {
-      const long r = splice(pipefd[0], nullptr, c, nullptr, 1u << 20, 0);
+      const long r = splice(pipefd[0], nullptr, p.c, nullptr, 1u << 20, 0);
       if (r <= 0) break;
       spliced += static_cast<size_t>(r);
     }
-    shutdown(c, SHUT_WR);
+    shutdown(p.c, SHUT_WR);
   });
   settle();
   settle();
   settle();
-  size_t k = read_all(s, got);
+  size_t k = read_all(p.s, got);
   filler.join();
   splicer.join();
   printf("  spliced %zu, reader got %zu bytes, intact %d\n", spliced, k, got.h == want.h);
-  char h = 0;
-  show("the server's byte", recv(c, &h, 1, 0));
   close(pipefd[0]);
-  close(c);
-  close(s);
-  wait_upgraded(g_upgrades += 2);
+  p.finish();
 }
 
 // A daemon that closes every descriptor but its connection's (a loop of close, then
