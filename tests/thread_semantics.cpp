@@ -12,6 +12,7 @@
 #include <sys/time.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -542,8 +543,25 @@ void jump_out_of_first_send() {
   p.finish();
 }
 
+// Sends of nothing as a connection's first calls, blocking and not: the kernel
+// returns 0 at once, whatever the connection's state.
+void empty_first_sends() {
+  puts("sends of 0 bytes as the connection's first calls");
+  FreshPair p;
+  std::optional<Watchdog> watchdog(std::in_place, "  hung in a send of 0 bytes");
+  show("send of 0 bytes, MSG_DONTWAIT", send(p.c, "", 0, MSG_DONTWAIT));
+  show("send of 0 bytes", send(p.c, "", 0, 0));
+  iovec none{nullptr, 0};
+  show("writev of an empty vector", writev(p.c, &none, 1));
+  show("send of 5 bytes", send(p.c, "hello", 5, 0));
+  char b[8];
+  show("the server reads", recv(p.s, b, sizeof b, 0));
+  watchdog.reset();
+  p.finish();
+}
+
 // A connection's first data by splice from a pipe, 16 MiB while its reader waits a
-// second before reading (the server only sends a byte, so that both ends have used
+// moment before reading (the server only sends a byte, so that both ends have used
 // the connection): the splices wait for room in TCP, the connection may change
 // transport meanwhile, and the reader gets every byte in order.
 void splice_first() {
@@ -568,8 +586,6 @@ void splice_first() {
     }
     shutdown(p.c, SHUT_WR);
   });
-  settle();
-  settle();
   settle();
   size_t k = read_all(p.s, got);
   filler.join();
@@ -638,6 +654,7 @@ int main(int argc, char** argv) {
   run("jumps", jumps_out_of_send);
   run("jump_first", jump_out_of_first_send);
   run("splice_first", splice_first);
+  run("empty_first", empty_first_sends);
   run("close_everything", close_everything_else);  // last: it closes what came before
   puts("done");
   fprintf(stderr, "%ld s\n", static_cast<long>(time(nullptr) - start));

@@ -176,7 +176,11 @@ FERRY_IO_PATH long setsockopt(int fd, int level, int name, const void* val, sock
   } else if (level == SOL_SOCKET && name == SO_RCVTIMEO) {
     s->rcvtimeo_us.store(timeval_us(val, len));
   } else if (level == SOL_SOCKET && name == SO_SNDTIMEO) {
+    // Under tx_mu, and set again: a splice before the cutover lends the socket a
+    // shorter one for its call and then restores sndtimeo_us (stream_send.cpp).
+    std::lock_guard<Lock> tx(s->tx_mu);
     s->sndtimeo_us.store(timeval_us(val, len));
+    real.setsockopt(fd, level, name, val, len);
   } else if (level == SOL_SOCKET && name == SO_SNDBUF) {
     int v = 0;
     socklen_t vl = sizeof v;

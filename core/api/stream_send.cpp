@@ -92,13 +92,17 @@ long splice_before_cutover(int pipe, int fd, Socket& s, Link& link, size_t len, 
 // a watch (the program closed the descriptor it had, and sends on a duplicate) the
 // wait is cut in slices, after each of which the caller looks again; with one it is
 // the kernel's: a signal handler with SA_RESTART resumes it, as it would a send.
-int wait_tcp_room(Link& link, uint32_t seen, Deadline& deadline, int64_t timeout_us) {
+int wait_tcp_room(int fd, Link& link, uint32_t seen, Deadline& deadline, int64_t timeout_us) {
   constexpr int64_t kSliceUs = 50000;
+  // Room already (the pipe of a splice was what it lacked), or an error the next call
+  // reports: no wait. Without room, this look also makes the kernel report the next.
+  pollfd p{fd, POLLOUT, 0};
+  if (real.poll(&p, 1, 0) == 1) return 0;
   link.tcp_send_wait.store(true);
   bool watched;
   {
     std::lock_guard<Lock> w(link.watch_mu);
-    watched = !link.unwatched;
+    watched = !link.unwatched && (link.watching.load() || link.watch_idle.load());
   }
   const int64_t until = deadline.of(timeout_us);
   if (watched) return wait_for(link, seen, until);
@@ -199,13 +203,11 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
         long r = send_before_cutover(fd, link, rest.v, rest.n, flags, sent);
         tx.unlock();
         if (r < 0 && r != -EAGAIN) return broken(sent, static_cast<int>(-r));
-        if (r > 0) {
-          sent += static_cast<size_t>(r);
-          if (sent == total) return static_cast<long>(sent);
-          if (static_cast<size_t>(r) == rest.bytes) continue;  // the next part
-        }
+        if (r > 0) sent += static_cast<size_t>(r);
+        if (r >= 0 && sent == total) return static_cast<long>(sent);  // (0 of 0: at once)
+        if (r > 0 && static_cast<size_t>(r) == rest.bytes) continue;  // the next part
         if (nonblock) return broken(sent, EAGAIN);
-        int w = wait_tcp_room(link, seen, deadline, s.sndtimeo_us.load());
+        int w = wait_tcp_room(fd, link, seen, deadline, s.sndtimeo_us.load());
         if (w < 0) return broken(sent, -w);
         continue;
       }
@@ -304,7 +306,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         if (int left = 0; real.ioctl(pipe, FIONREAD, &left) == 0 && left == 0) continue;
         // No room (or a signal, put off while tx_mu was held and delivered now).
         if (s.nonblocking.load()) return -EAGAIN;
-        int w = wait_tcp_room(link, seen, deadline, s.sndtimeo_us.load());
+        int w = wait_tcp_room(fd, link, seen, deadline, s.sndtimeo_us.load());
         if (w < 0) return w;
         continue;
       }

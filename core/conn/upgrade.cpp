@@ -128,9 +128,12 @@ std::unique_ptr<Conn> begin(int fd, const SocketRef& s, bool client, const socka
 }
 
 void unwatch(Link& link) {
-  std::lock_guard<Lock> lock(link.watch_mu);
-  link.unwatched = true;
-  if (link.watching.exchange(false)) poller::unwatch(link.fd);
+  {
+    std::lock_guard<Lock> lock(link.watch_mu);
+    link.unwatched = true;
+    if (link.watching.exchange(false)) poller::unwatch(link.fd);
+  }
+  link.signal.bump();  // a sender waiting for room the watch would report looks again
 }
 
 // Makes or re-arms the connection's watch (one-shot while its handshake runs), unless
