@@ -198,6 +198,14 @@ bool rdma_ready();
 // found none).
 constexpr uint32_t kWatchLive = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 constexpr uint32_t kWatchHandshake = EPOLLIN | EPOLLRDHUP | EPOLLET | EPOLLONESHOT;
+// Makes or re-arms the connection's watch (upgrade_watch.cpp), unless it was removed for
+// good: under Link::watch_mu, fd is still the program's socket then (a close takes the
+// lock before the kernel frees the number).
+void watch_now(Link& link);
+// Removes the watch for good (the program let go of fd, or the poller of the Conn).
+void unwatch(Link& link);
+// Notes the time of the peer's first bytes; true for the note that counted. Any thread.
+bool note_spoke(Link& link);
 
 // A handshake's record for a connection whose endpoints are local and peer.
 std::unique_ptr<Conn> make_conn(const std::shared_ptr<Link>& link, const sockaddr_storage& local,
