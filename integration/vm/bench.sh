@@ -5,7 +5,7 @@
 # system is recorded with its error. Never fails on a number.
 #   bench.sh BUILD_DIR [RUNS] [SECONDS] [BASE_BUILD_DIR|-] [ROWS]
 # BASE_BUILD_DIR: ferry from that build too, as system "base" (a change's before).
-# ROWS: comma-separated, of verbs,pingpong,iperf,sockperf,redis,nginx,connect.
+# ROWS: comma-separated, of verbs,pingpong,iperf,sockperf,redis,nginx,connect,links.
 # In the two-host test bed (integration/testbed --hosts 2) it runs on both guests, which
 # walk the same pairs in the same order: every server runs on host 1 (198.18.0.1), every
 # client on host 2, and each pair meets in $TESTBED_SHARED (see across). Host 2 records
@@ -16,7 +16,7 @@ build=$1
 runs=${2:-3}
 secs=${3:-5}
 base=${4:--}
-rows=,${5:-verbs,pingpong,iperf,sockperf,redis,nginx,connect},
+rows=,${5:-verbs,pingpong,iperf,sockperf,redis,nginx,connect,links},
 row() { [[ $rows == *,$1,* ]]; }
 ip=${TESTBED_IP:?run inside integration/testbed}
 hosts=${TESTBED_HOSTS:-1}
@@ -53,9 +53,12 @@ prefix() {  # prefix SYSTEM: the words that run a program as SYSTEM, in $pre
 }
 
 server_stat() {  # server_stat: the running server's counters, when it runs under a ferry
+                # (named as its log is, by pid: one process counts once), and the CPU
+                # time it used (user + system, in clock ticks)
+  awk '{print $14 + $15}' "/proc/$server/stat" > "$out/logs/$tag.server.cpu" 2>/dev/null
   case $system in
-    ferry) "$build/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null ;;
-    base) "$base/ferry" stat "$server" > "$out/logs/$tag.server.stat" 2>/dev/null ;;
+    ferry) "$build/ferry" stat "$server" > "$out/logs/$tag.${host:+h$host.}$server.stat" 2>/dev/null ;;
+    base) "$base/ferry" stat "$server" > "$out/logs/$tag.${host:+h$host.}$server.stat" 2>/dev/null ;;
   esac
 }
 note() {  # note METRIC SYSTEM VALUE: one run's figure
@@ -208,6 +211,7 @@ redis() {  # redis SYSTEM
      grep -q '"GET"' "$out/logs/$tag.out"; then
     note redis_set_rps "$system" "$(awk -F'"' '$2 == "SET" {print $4}' "$out/logs/$tag.out")"
     note redis_get_rps "$system" "$(awk -F'"' '$2 == "GET" {print $4}' "$out/logs/$tag.out")"
+    cpu_per "$system" redis_cpu_us $((2 * secs * 20000))
   else
     failed redis_set_rps "$system" "redis-benchmark: $(why)"
     failed redis_get_rps "$system" "redis-benchmark: $(why)"
@@ -231,6 +235,91 @@ nginx_rps() {  # nginx_rps SYSTEM
     note nginx_rps "$system" "$(awk '/Requests\/sec/ {print $2}' "$out/logs/$tag.out")"
   else
     failed nginx_rps "$system" "nginx + wrk: $(why)"
+  fi
+}
+
+# cpu_per SYSTEM METRIC REQUESTS: the server's CPU time per request of the last pair,
+# in microseconds (one host only: across two, the server's host keeps its own).
+cpu_per() {
+  local ticks
+  ticks=$(cat "$out/logs/$tag.server.cpu" 2>/dev/null) || return 0
+  [ -n "$ticks" ] && note "$2" "$1" "$(awk -v t="$ticks" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {print t * 1e6 / hz / n}')"
+}
+
+# redis-benchmark -c 50 without pipelining: every request waits for its reply.
+redis_np() {  # redis_np SYSTEM
+  local system=$1 n=$((secs * 4000))
+  port=$((port + 1))
+  if pair "$system" redisnp.$system.$r \
+       redis-server --port $port --bind "$ip" --protected-mode no --save '' --appendonly no -- \
+       redis-benchmark -h "$ip" -p $port -c 50 -t set,get -n $n --csv &&
+     grep -q '"GET"' "$out/logs/$tag.out"; then
+    note redis_np_set_rps "$system" "$(awk -F'"' '$2 == "SET" {print $4}' "$out/logs/$tag.out")"
+    note redis_np_get_rps "$system" "$(awk -F'"' '$2 == "GET" {print $4}' "$out/logs/$tag.out")"
+    cpu_per "$system" redis_np_cpu_us $((2 * n))
+  else
+    failed redis_np_set_rps "$system" "redis-benchmark: $(why)"
+    failed redis_np_get_rps "$system" "redis-benchmark: $(why)"
+  fi
+}
+
+# A fresh connection's first bytes: 16 MiB sent at once on a new connection to a
+# server that forks per connection (the share of them over RDMA is in ferry's counters).
+fresh() {  # fresh SYSTEM
+  local system=$1
+  port=$((port + 1))
+  if pair "$system" fresh.$system.$r "$build/conn_bench" fork-server "$ip" $port -- \
+       "$build/conn_bench" oneway "$ip" $port $((16 << 20)) && grep -q 'MB/s' "$out/logs/$tag.out"; then
+    note fresh_mbps "$system" "$(awk '/MB\/s/ {print $2}' "$out/logs/$tag.out")"
+  else
+    failed fresh_mbps "$system" "conn_bench oneway: $(why)"
+  fi
+}
+
+# A connection per request through a forking server: 2 MiB each way on each.
+fork2m() {  # fork2m SYSTEM
+  local system=$1
+  port=$((port + 1))
+  if pair "$system" fork2m.$system.$r "$build/conn_bench" fork-server "$ip" $port -- \
+       "$build/conn_bench" reqresp "$ip" $port $((secs * 8)) $((2 << 20)) && grep -q 'connections/s' "$out/logs/$tag.out"; then
+    note fork2m_cps "$system" "$(awk '/connections\/s/ {print $2}' "$out/logs/$tag.out")"
+  else
+    failed fork2m_cps "$system" "conn_bench reqresp: $(why)"
+  fi
+}
+
+# Many connections at once between one client and one server process (one epoll loop
+# each), under a locked-memory limit of 256 MiB: opened in one burst, 16 KiB each way on
+# each, 10 s idle (both ends' counters read then), and the same again. 10,000
+# connections, or 2,000 in runs shorter than 3 s (the smoke run).
+many_conns=$((secs >= 3 ? 10000 : 2000))
+many() {  # many SYSTEM (one host only)
+  local system=$1 client status=1
+  port=$((port + 1))
+  tag=many.$system.$r
+  prefix "$system"
+  (ulimit -l 262144 -n 30000 && exec "${pre[@]}" "$build/conn_bench" epoll-server "$ip" $port) > "$out/logs/$tag.server.out" 2>&1 &
+  server=$!
+  listening
+  (ulimit -l 262144 -n 30000 && exec timeout -k 5 $((limit + 240)) "${pre[@]}" "$build/conn_bench" many "$ip" $port \
+    $many_conns 16384 10) > "$out/logs/$tag.out" 2>&1 &
+  client=$!
+  for _ in $(seq $(((limit + 240) * 10))); do
+    grep -q 'burst s:' "$out/logs/$tag.out" 2>/dev/null || ! kill -0 $client 2>/dev/null && break
+    sleep 0.1
+  done
+  if [ "$system" = ferry ] && grep -q 'burst s:' "$out/logs/$tag.out"; then
+    sleep 1  # the last upgrades settle
+    "$build/ferry" stat "$server" > "$out/logs/many.idle.$r.server.stat" 2>/dev/null
+    "$build/ferry" stat "$(pgrep -f "conn_bench many $ip $port" | tail -1)" > "$out/logs/many.idle.$r.client.stat" 2>/dev/null
+  fi
+  wait $client && status=0
+  server_stat
+  stop
+  if [ $status = 0 ] && grep -q "intact: $many_conns of" "$out/logs/$tag.out"; then
+    note many_s "$system" "$(awk '/burst s:/ {print $3}' "$out/logs/$tag.out")"
+  else
+    failed many_s "$system" "conn_bench many: $(why)"
   fi
 }
 
@@ -313,6 +402,13 @@ for r in $(seq "$runs"); do
   ! row redis || for s in $systems; do redis "$s"; done
   ! row nginx || for s in $systems; do nginx_rps "$s"; done
   ! row connect || for s in $systems; do connect_rate "$s"; done
+  if row links; then
+    for s in $systems; do redis_np "$s"; done
+    for s in $systems; do fresh "$s"; done
+    for s in $systems; do fork2m "$s"; done
+    # rsocket's preload runs no epoll server of 10,000 connections; two hosts: not yet.
+    [ "$hosts" = 2 ] || for s in $systems; do [ "$s" = rsocket ] || many "$s"; done
+  fi
 done
 
 if [ "$hosts" = 2 ]; then
@@ -322,4 +418,4 @@ if [ "$hosts" = 2 ]; then
     tee "$out/table.txt"
   exit
 fi
-python3 "$here/bench_report.py" "$res" "$out/logs" "$runs" "$secs" "$out/bench.json"
+MANY_CONNS=$many_conns python3 "$here/bench_report.py" "$res" "$out/logs" "$runs" "$secs" "$out/bench.json"

@@ -26,13 +26,21 @@ METRICS = [
     ("redis_get_rps", "redis GET -c50 -P16", "req/s", False),
     ("nginx_rps", "nginx 4 workers + wrk -c16", "req/s", False),
     ("connect_rate", "connect+1B+close", "conn/s", False),
+    ("redis_cpu_us", "redis server CPU -P16", "us/req", True),
+    ("redis_np_set_rps", "redis SET -c50", "req/s", False),
+    ("redis_np_get_rps", "redis GET -c50", "req/s", False),
+    ("redis_np_cpu_us", "redis server CPU -c50", "us/req", True),
+    ("fresh_mbps", "fresh conn 16 MiB", "MB/s", False),
+    ("fork2m_cps", "fork srv 2 MiB each way", "conn/s", False),
+    ("many_s", "many conns burst 16 KiB", "s", True),
 ]
 # Verbs-only reference rows: (metric, label, the ferry metric it is compared with)
 REFERENCES = [("send64_p50", "verbs SEND/RECV 64 B p50 (ib_send_lat)", "pp64_p50")]
 # tag prefix of the logs each metric's ferry runs wrote
 LOG_PREFIX = {"pp64": "pp64.ferry.", "pp4096": "pp4096.ferry.", "iperf3": "iperf3.ferry.",
               "sockperf_tp": "sptp.ferry.", "redis": "redis.ferry.", "nginx": "nginx.ferry.",
-              "connect_rate": "conn.ferry."}
+              "connect_rate": "conn.ferry.", "redis_np": "redisnp.ferry.", "fresh": "fresh.ferry.",
+              "fork2m": "fork2m.ferry.", "many": "many.ferry."}
 
 
 def read_figures(results, metric, system):
@@ -50,18 +58,22 @@ def read_figures(results, metric, system):
 
 
 def counters(logs, prefix):
-    """Sum over the processes of a metric's ferry runs: each process's largest reading."""
-    total = {}
+    """Sum over the processes of a metric's ferry runs: each process's largest reading
+    (its log, TAG.PID.log, and a server's `ferry stat`, TAG.PID.stat, are one process)."""
+    best = {}
     paths = [p for d in logs.split(":") for p in sorted(glob.glob(os.path.join(d, prefix + "*")))]
     for path in paths:
-        if not (path.endswith(".log") or path.endswith(".stat")):
+        stem, ext = os.path.splitext(os.path.basename(path))
+        if ext not in (".log", ".stat"):
             continue
-        best = {}
+        mine = best.setdefault(stem, {})
         for line in open(path, errors="replace"):
             m = re.match(r"\s*([a-z_]+)\s+(\d+)\s*(#.*)?$", line)
             if m:
-                best[m.group(1)] = max(best.get(m.group(1), 0), int(m.group(2)))
-        for k, v in best.items():
+                mine[m.group(1)] = max(mine.get(m.group(1), 0), int(m.group(2)))
+    total = {}
+    for mine in best.values():
+        for k, v in mine.items():
             total[k] = total.get(k, 0) + v
     return total
 
@@ -128,13 +140,68 @@ def main():
                               "ferry_over_it": f / v if f else None}
         print(f"reference: {label} = {v:.1f} usec" + (f"; ferry / it = {f / v:.2f}" if f else ""))
 
+    print("\nWhere ferry's bytes went (its counters, both ends, all runs" +
+          (": servers on host 1, clients on host 2)" if hosts == 2 else ")"))
+    print(f"  {'runs of':14}{'upgraded':>9}{'rdma_sent':>16}{'tcp_sent':>14}{'rdma share':>11}")
+    where = {}
+    for key, prefix in LOG_PREFIX.items():
+        c = counters(logs, prefix)
+        if not c:
+            continue  # not run (bench --only)
+        rdma, tcp = c.get("bytes_rdma_sent", 0), c.get("bytes_tcp_sent", 0)
+        share = rdma / (rdma + tcp) if rdma + tcp else 0.0
+        where[key] = {"upgraded": c.get("upgraded", 0), "bytes_rdma_sent": rdma, "bytes_tcp_sent": tcp,
+                      "rdma_share": share}
+        flag = "" if share >= 0.5 else "   <- mostly kernel TCP: not a measurement of ferry's RDMA path"
+        if key == "connect_rate":
+            flag = "   (each connection closes before its upgrade could finish: TCP by design)"
+        print(f"  {key:14}{c.get('upgraded', 0):>9}{rdma:>16}{tcp:>14}{share:>11.3f}{flag}")
+    many = os.environ.get("MANY_CONNS")
+    idle = {}
+    for side in ("server", "client"):
+        c = {}
+        for path in [p for d in logs.split(":") for p in sorted(glob.glob(os.path.join(d, f"many.idle.*.{side}.stat")))]:
+            for line in open(path, errors="replace"):
+                m = re.match(r"\s*([a-z_]+)\s+(\d+)\s*(#.*)?$", line)
+                if m and m.group(1) in ("upgraded", "rdma_registered_bytes"):
+                    c.setdefault(m.group(1), []).append(int(m.group(2)))
+        if c.get("rdma_registered_bytes") and many:
+            reg = statistics.median(c["rdma_registered_bytes"])
+            ups = statistics.median(c.get("upgraded", [0]))
+            idle[side] = {"connections": int(many), "upgraded": ups, "registered_bytes": reg,
+                          "registered_per_connection": reg / int(many)}
+            print(f"  {many} connections idle, {side}: {ups:.0f} upgraded, {reg / 2**20:.1f} MiB registered,"
+                  f" {reg / int(many) / 1024:.1f} KiB per connection (target <= 16 KiB)")
+    where["many_idle"] = idle
+
     print("\nTargets")
+    def share(key):
+        w = where.get(key)
+        return w["rdma_share"] if w and w["bytes_rdma_sent"] + w["bytes_tcp_sent"] else None
+
+    at_least = lambda x: (lambda r: r >= x)
+    at_most = lambda x: (lambda r: r <= x)
     targets = [
-        ("ping-pong 64 B p50 <= 1.3 x raw verbs", ratio("pp64_p50", "verbs"), lambda r: r <= 1.3),
-        ("iperf3 stream >= 0.85 x raw verbs", ratio("iperf3_gbps", "verbs"), lambda r: r >= 0.85),
-        ("sockperf stream >= 0.85 x raw verbs", ratio("sockperf_tp_gbps", "verbs"), lambda r: r >= 0.85),
+        ("ping-pong 64 B p50 <= 1.1 x raw verbs", ratio("pp64_p50", "verbs"), at_most(1.1)),
+        ("ping-pong 64 B p99 <= 1.2 x raw verbs", ratio("pp64_p99", "verbs"), at_most(1.2)),
+        ("iperf3 stream >= 0.95 x raw verbs", ratio("iperf3_gbps", "verbs"), at_least(0.95)),
+        ("sockperf stream >= 0.95 x raw verbs", ratio("sockperf_tp_gbps", "verbs"), at_least(0.95)),
         ("ping-pong 64 B p50 below kernel TCP", ratio("pp64_p50", "tcp"), lambda r: r < 1.0),
+        ("connect+1B+close >= 1.0 x kernel TCP", ratio("connect_rate", "tcp"), at_least(1.0)),
+        ("redis SET -c50 -P16 >= 1.0 x kernel TCP", ratio("redis_set_rps", "tcp"), at_least(1.0)),
+        ("redis GET -c50 -P16 >= 1.0 x kernel TCP", ratio("redis_get_rps", "tcp"), at_least(1.0)),
+        ("redis SET -c50 >= 1.0 x kernel TCP", ratio("redis_np_set_rps", "tcp"), at_least(1.0)),
+        ("redis GET -c50 >= 1.0 x kernel TCP", ratio("redis_np_get_rps", "tcp"), at_least(1.0)),
+        ("nginx + wrk -c16 >= 1.0 x kernel TCP", ratio("nginx_rps", "tcp"), at_least(1.0)),
+        ("fresh connection's 16 MiB >= 99% over RDMA", share("fresh"), at_least(0.99)),
+        ("2 MiB each way per connection, forking server >= 90% over RDMA", share("fork2m"), at_least(0.90)),
+        ("redis -c50 >= 95% of bytes over RDMA", share("redis_np"), at_least(0.95)),
     ]
+    for side, w in where.get("many_idle", {}).items():
+        targets.append((f"many connections: every one upgraded ({side})", w["upgraded"] / w["connections"],
+                        at_least(1.0)))
+        targets.append((f"many connections idle: <= 16 KiB registered per connection ({side}, KiB)",
+                        w["registered_per_connection"] / 1024, at_most(16)))
     for metric, label, unit, lower in METRICS:
         r = ratio(metric, "rsocket")
         if r is not None:
@@ -155,21 +222,6 @@ def main():
                 print(f"  {system:8} {label:22} {entry['failed_runs']}/{runs} runs failed: {entry['error']}")
     if not any_failure:
         print("  none")
-
-    print("\nWhere ferry's bytes went (its counters, both ends, all runs" +
-          (": servers on host 1, clients on host 2)" if hosts == 2 else ")"))
-    print(f"  {'runs of':14}{'upgraded':>9}{'rdma_sent':>16}{'tcp_sent':>14}{'rdma share':>11}")
-    where = {}
-    for key, prefix in LOG_PREFIX.items():
-        c = counters(logs, prefix)
-        rdma, tcp = c.get("bytes_rdma_sent", 0), c.get("bytes_tcp_sent", 0)
-        share = rdma / (rdma + tcp) if rdma + tcp else 0.0
-        where[key] = {"upgraded": c.get("upgraded", 0), "bytes_rdma_sent": rdma, "bytes_tcp_sent": tcp,
-                      "rdma_share": share}
-        flag = "" if share >= 0.5 else "   <- mostly kernel TCP: not a measurement of ferry's RDMA path"
-        if key == "connect_rate":
-            flag = "   (each connection closes before its upgrade could finish: TCP by design)"
-        print(f"  {key:14}{c.get('upgraded', 0):>9}{rdma:>16}{tcp:>14}{share:>11.3f}{flag}")
 
     with open(json_out, "w") as f:
         report = {"runs": int(runs), "seconds": float(secs), "metrics": table, "references": references,
