@@ -67,6 +67,9 @@ void adopt_fds(const int* fds, int n) noexcept {
     if (SocketRef s = probe_fd(fds[i])) {
       FERRY_LOG(debug, "fdtable", "fd %d: adopted %s TCP socket (%s)", fds[i],
                 s->family() == AF_INET ? "IPv4" : "IPv6", to_string(s->role()));
+      if (s->role() == Role::active || s->role() == Role::passive)
+        s->report = conn_report::take(fds[i], s->role() == Role::active ? conn_report::kClient : conn_report::kServer,
+                                      conn_report::kInherited);
       fd_table().set(fds[i], std::move(s));
       stats::add(stats::g.tcp_sockets, 1);
     }

@@ -126,7 +126,10 @@ RxStep look_rx_locked(int fd, Socket& s, Link& link, const iovec* iov, int iovcn
   }
   if (from_ring) {
     if (ring_bytes > 0) {
-      if (!peek) stats::add(stats::g.bytes_rdma_received, ring_bytes);
+      if (!peek) {
+        stats::add(stats::g.bytes_rdma_received, ring_bytes);
+        conn_report::received(link.report, ring_bytes);
+      }
       got += ring_bytes;
       if (got >= target) return {RxStep::done, static_cast<long>(got)};
       return {RxStep::again};

@@ -237,6 +237,7 @@ long send(int fd, Socket& s, const iovec* iov, int iovcnt, int flags) noexcept {
     }
     sent += k;
     stats::add(stats::g.bytes_rdma_sent, k);
+    conn_report::sent(link.report, k);
     if (sent == total) return static_cast<long>(sent);
     if (nonblock) return broken(sent, EAGAIN);
     if (k > 0) continue;
@@ -327,6 +328,7 @@ long splice_in(int pipe, int fd, Socket& s, size_t len, unsigned flags) noexcept
         iovec v{buf, static_cast<size_t>(r)};
         const size_t k = ch.send_locked(&v, 1, static_cast<size_t>(r));
         stats::add(stats::g.bytes_rdma_sent, k);
+        conn_report::sent(link.report, k);
         return static_cast<long>(k);
       }
     }

@@ -30,6 +30,25 @@ std::string format(const Counters& c) {
   return out;
 }
 
+int index_of(const std::atomic<uint64_t>& c) noexcept {
+  int i = 0;
+#define FERRY_STAT_INDEX(name, desc) \
+  if (&c == &g.name) return i;       \
+  ++i;
+  FERRY_STATS_LIST(FERRY_STAT_INDEX)
+#undef FERRY_STAT_INDEX
+  return -1;
+}
+
+const char* name_at(int index) noexcept {
+  static constexpr const char* kNames[] = {
+#define FERRY_STAT_NAME(name, desc) #name,
+      FERRY_STATS_LIST(FERRY_STAT_NAME)
+#undef FERRY_STAT_NAME
+  };
+  return index >= 0 && index < static_cast<int>(sizeof kNames / sizeof kNames[0]) ? kNames[index] : nullptr;
+}
+
 bool all_zero(const Counters& c) noexcept {
   bool zero = true;
 #define FERRY_STAT_IS_ZERO(name, desc) zero = zero && c.name.load(std::memory_order_relaxed) == 0;

@@ -55,7 +55,7 @@ namespace ferry::stats {
   X(bytes_rdma_sent, "bytes sent over RDMA")                                     \
   X(bytes_rdma_received, "bytes received over RDMA")
 
-constexpr uint64_t kMagic = 0x3276617473797266;  // "frystav2"
+constexpr uint64_t kMagic = 0x3376617473797266;  // "frystav3"
 
 // At the start of the fork page (core/base/fork_path.h): the hot path addresses the counters
 // directly with no pointer to follow, and a forked process's writes to them cost no
@@ -68,6 +68,9 @@ constexpr size_t alignment_of(std::string_view name) { return name.starts_with("
 struct alignas(64) Counters {
   uint64_t magic = kMagic;
   uint64_t pid = 0;
+  // Where the process's connection table is (core/base/conn_report.h, kCapacity
+  // entries); 0 until the first connection.
+  std::atomic<uint64_t> report{0};
 #define FERRY_STAT_FIELD(name, desc) alignas(alignment_of(#name)) std::atomic<uint64_t> name{0};
   FERRY_STATS_LIST(FERRY_STAT_FIELD)
 #undef FERRY_STAT_FIELD
@@ -85,6 +88,11 @@ FERRY_FORK_PATH void after_fork_child() noexcept;
 // mapped (/proc/PID/maps), the one whose section headers have the fork page, read
 // through /proc/PID/mem.
 std::string read_process(long pid, Counters& out);
+
+// A counter's place in FERRY_STATS_LIST (0 for the first), or -1 if `c` is none of g's.
+int index_of(const std::atomic<uint64_t>& c) noexcept;
+// The name of the counter at that place, or nullptr.
+const char* name_at(int index) noexcept;
 
 inline void add(std::atomic<uint64_t>& c, uint64_t n) noexcept { c.fetch_add(n, std::memory_order_relaxed); }
 

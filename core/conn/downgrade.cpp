@@ -143,28 +143,31 @@ void want(Link& link, Why why) noexcept {
 #endif
     return;  // going back already
   }
+  std::atomic<uint64_t>* reason = &stats::g.upgrades_forged;  // counted by core/binding
   switch (why) {
     case Why::failed:
       if (link.client && link.channel && !link.channel->trusted()) {
         // Never bound (core/conn/binding.h): the server's answer to our proof will not
         // come now, whether it waited too long or its queue pair went first.
-        stats::add(stats::g.upgrades_unproven, 1);
+        reason = &stats::g.upgrades_unproven;
         FERRY_LOG(info, "downgrade", "connection goes back to TCP: its RDMA peer never answered our proof");
       } else {
-        stats::add(stats::g.downgrades_failover, 1);
+        reason = &stats::g.downgrades_failover;
         FERRY_LOG(info, "downgrade", "connection goes back to TCP: its RDMA side failed");
       }
       break;
     case Why::peer:
-      stats::add(stats::g.downgrades_peer, 1);
+      reason = &stats::g.downgrades_peer;
       FERRY_LOG(info, "downgrade", "connection goes back to TCP: the peer went back");
       break;
     case Why::handoff:
-      stats::add(stats::g.downgrades_handoff, 1);
+      reason = &stats::g.downgrades_handoff;
       FERRY_LOG(info, "downgrade", "connection goes back to TCP: handed over to another program");
       break;
-    case Why::forged: break;  // counted by core/binding
+    case Why::forged: break;
   }
+  if (why != Why::forged) stats::add(*reason, 1);
+  if (std::shared_ptr<Socket> s = link.socket.lock()) conn_report::why(s->report, *reason);
   link.signal.bump();
 }
 

@@ -161,7 +161,10 @@ long look_rx(int fd, Link& link, const iovec* iov, int iovcnt, int flags) noexce
       }
     }
     if (n > 0) {
-      if (!peek) stats::add(stats::g.bytes_rdma_received, n);
+      if (!peek) {
+        stats::add(stats::g.bytes_rdma_received, n);
+        conn_report::received(link.report, n);
+      }
       return static_cast<long>(n);
     }
     if (from_tcp) {

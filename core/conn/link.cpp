@@ -11,6 +11,8 @@ bool Link::attach(Socket& s) noexcept {
     transition(ConnState::handshake, ConnState::failed);  // nothing waits for it
     return false;
   }
+  report = s.report;
+  conn_report::state(report, conn_report::kLinked + static_cast<uint8_t>(ConnState::handshake));
   return true;
 }
 
@@ -25,8 +27,10 @@ bool Link::transition(ConnState from, ConnState to) noexcept {
   }
   if (!state_.compare_exchange_strong(from, to)) return false;
   const Transport was = transport_of(from), now = transport_of(to);
-  if (was != now)
-    if (std::shared_ptr<Socket> s = socket.lock()) s->project(was, now);
+  if (std::shared_ptr<Socket> s = socket.lock()) {
+    if (was != now) s->project(was, now);
+    conn_report::state(s->report, conn_report::kLinked + static_cast<uint8_t>(to));
+  }
   return true;
 }
 

@@ -2,6 +2,7 @@
 // established, and the byte counts that define the cutover point.
 #pragma once
 
+#include "core/base/conn_report.h"
 #include "core/base/fork_path.h"
 #include "core/base/lock.h"
 #include "core/base/wait.h"
@@ -233,6 +234,9 @@ struct Link : LinkWatch, LinkHandshake, LinkTcp, LinkInheritance, LinkBinding, L
   // Set by the poller before `state` becomes established; not replaced afterwards.
   std::unique_ptr<Channel> channel;
   std::weak_ptr<Socket> socket;
+  // The socket's report entry (Socket::report), for the program's calls on the socket,
+  // which hold it (the poller, which may outlive it, goes through `socket`).
+  conn_report::Entry* report = nullptr;
 
   Link() noexcept;
   ~Link();

@@ -32,6 +32,7 @@ std::atomic<void (*)(Socket&) noexcept> g_release{nullptr};
 void on_release(void (*release)(Socket& s) noexcept) noexcept { g_release.store(release, std::memory_order_release); }
 
 Socket::~Socket() {
+  conn_report::give_back(report);
   if (!link && role() != Role::listener) return;
   if (void (*release)(Socket&) noexcept = g_release.load(std::memory_order_acquire)) release(*this);
 }

@@ -2,6 +2,7 @@
 // dup() made from it shares this object).
 #pragma once
 
+#include "core/base/conn_report.h"
 #include "core/base/fork_path.h"
 #include "core/base/generation.h"
 #include "core/base/lock.h"
@@ -74,6 +75,10 @@ class Socket {
 
   // The RDMA side; published before the transport leaves `kernel` and never replaced.
   std::shared_ptr<Link> link;
+  // This connection's line in `ferry ss` (core/base/conn_report.h): taken when it was
+  // connected, accepted or inherited (null for a listener, or with the table full),
+  // given back when the socket goes.
+  conn_report::Entry* report = nullptr;
   // Serializes one look at the send side (a non-blocking kernel send, or a copy into
   // the ring) and the send-side cutover. Never held while a call sleeps.
   Lock tx_mu;

@@ -186,7 +186,10 @@ void fail_st(Conn* c, std::atomic<uint64_t>& reason, const char* why) {
   FERRY_LOG(debug, "upgrade", "%s port %u -> %u %s: %s", c->link->client ? "client" : "server", c->local_port,
             c->peer_port, c->closed ? "was closed; its answer" : "stays on TCP", why);
   if (c->link->transition(ConnState::handshake, ConnState::failed))
-    if (SocketRef s = c->link->socket.lock()) s->kernel_for_good.store(true, std::memory_order_release);
+    if (SocketRef s = c->link->socket.lock()) {
+      s->kernel_for_good.store(true, std::memory_order_release);
+      conn_report::why(s->report, reason);
+    }
   c->link->signal.bump();
   if (c->pending) rdma_disconnect(c->pending->id());
   drop_st(c);
@@ -198,6 +201,7 @@ void established_st(Conn* c) {
   if (!s) return;  // released meanwhile; retire() cleans up
   c->registered = c->pending->registered_bytes();
   stats::add(stats::g.rdma_registered_bytes, c->registered);
+  conn_report::registered(s->report, c->registered);
   c->link->channel = std::move(c->pending);
   st().live.insert(c->link.get());
   schedule_probe_st();
@@ -268,7 +272,8 @@ void launch(std::unique_ptr<Conn> conn) {
 // it.
 void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) noexcept {
   // Without RDMA, no system call: a process that cannot upgrade pays nothing per
-  // connection (so its loopback connections count here too).
+  // connection (so its loopback connections count here too), and lists none in
+  // `ferry ss`.
   if (!rdma::some_device_allowed(config().devices)) {  // before the poller: rdma-core stays unloaded
     stats::add(stats::g.tcp_device_excluded, 1);
     return;
@@ -277,23 +282,24 @@ void start(int fd, const SocketRef& s, bool client, bool foreign, bool fresh) no
     stats::add(stats::g.tcp_no_rdma, 1);
     return;
   }
+  if (!s->report) s->report = conn_report::take(fd, client ? conn_report::kClient : conn_report::kServer);
+  // Kept on kernel TCP for the reason `counter` counts.
+  const auto keep = [&s](std::atomic<uint64_t>& counter) {
+    stats::add(counter, 1);
+    conn_report::why(s->report, counter);
+  };
   sockaddr_storage local, peer;
   if (!addresses(fd, local, peer)) return;
   // Loopback never leaves the host's kernel (either end, so also a client bound to an
   // outside address connecting to 127.0.0.1): it starts no poller and loads no rdma-core.
-  if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local))) return;
+  if (is_loopback(reinterpret_cast<sockaddr*>(&peer)) || is_loopback(reinterpret_cast<sockaddr*>(&local)))
+    return conn_report::why(s->report, conn_report::kWhyLoopback);
   const rules::Rule* rule = nullptr;
-  if (kept_on_tcp(client, local, peer, rule)) return;
+  if (std::atomic<uint64_t>* counter = kept_on_tcp(client, local, peer, rule)) return keep(*counter);
   // Before the poller: a server the user's processes know to run no ferry costs a new
   // process no rdma-core (core/conn/refusals.h).
-  if (client && refusals::refused_lately(peer)) {
-    stats::add(stats::g.tcp_peer_refused, 1);
-    return;
-  }
-  if (!rdma_ready()) {
-    stats::add(stats::g.tcp_no_rdma, 1);
-    return;
-  }
+  if (client && refusals::refused_lately(peer)) return keep(stats::g.tcp_peer_refused);
+  if (!rdma_ready()) return keep(stats::g.tcp_no_rdma);
   auto conn = begin(fd, s, client, local, peer, fresh);
   if (!conn) return;
   if (rule && rule->ring_size) conn->ring_size = rule->ring_size;

@@ -170,26 +170,27 @@ void remember_gone_key_st(std::string key) {
   st().gone_order.emplace_back(std::move(key), until);
 }
 
-bool kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
-                 const rules::Rule*& rule) {
+std::atomic<uint64_t>* kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
+                                   const rules::Rule*& rule) {
+  std::atomic<uint64_t>* reason = nullptr;
   if (const uint8_t why = tcp_only::why()) {
-    stats::add(why & tcp_only::io_uring ? stats::g.tcp_io_uring : stats::g.tcp_credentials, 1);
+    reason = why & tcp_only::io_uring ? &stats::g.tcp_io_uring : &stats::g.tcp_credentials;
   } else {
     const rules::Subject who{rules::program_name(), rules::program_path(),
                              client ? rules::Role::client : rules::Role::server};
     rule = rules::match(rules::active(), who, local, peer);
-    if (!rule || rule->action != rules::Action::tcp) return false;
-    stats::add(stats::g.tcp_rule, 1);
+    if (!rule || rule->action != rules::Action::tcp) return nullptr;
+    reason = &stats::g.tcp_rule;
     FERRY_LOG(debug, "upgrade", "kept on TCP by rule of line %d", rule->line);
   }
-  if (client || !poller::running()) return true;
+  if (client || !poller::running()) return reason;
   const auto* p = reinterpret_cast<const sockaddr*>(&peer);
   std::string key = conn_key(p, endpoint::port_of(p), endpoint::port_of(reinterpret_cast<const sockaddr*>(&local)));
   poller::post([key = std::move(key)] {
     if (std::optional<Held> h = st().held.take(key)) reject_st(std::move(h->id));  // came before the accept
     remember_gone_key_st(key);
   });
-  return true;
+  return reason;
 }
 
 bool is_gone_st(const std::string& key) {

@@ -171,9 +171,11 @@ void remember_gone_st(const Conn* c);
 void remember_gone_key_st(std::string key);
 // The process's io_uring or credentials (core/base/tcp_only.h) or the rules file
 // (core/base/rules.h, tcp_rule) keeps the connection between local and peer on TCP:
-// counted, and a server's client is refused at once (its request, held or to come,
-// finds the connection gone). `rule`: the rule that matched, if any.
-bool kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer, const rules::Rule*& rule);
+// the counter that says why (for the caller to count), and a server's client is refused
+// at once (its request, held or to come, finds the connection gone); null when nothing
+// keeps it. `rule`: the rule that matched, if any.
+std::atomic<uint64_t>* kept_on_tcp(bool client, const sockaddr_storage& local, const sockaddr_storage& peer,
+                                   const rules::Rule*& rule);
 bool is_gone_st(const std::string& key);
 // Another process of the tree serves `key` (core/conn/claims.h); it listens on who.port.
 bool claimed_elsewhere(const std::string& key, claims::Claim& who);

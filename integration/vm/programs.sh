@@ -421,6 +421,49 @@ for end in server client; do
   record $res
 done
 
+# ferry ss against running processes: an epoll server under ferry holds 40 connections
+# of a client under ferry and 10 of a client that a rules file keeps on TCP, all idle
+# while ss looks (once none is still upgrading). Each process lists every connection
+# once, with its descriptor, path, reason if on TCP and registered memory, as many on
+# RDMA as its counters say upgraded, and the bytes each carried.
+name=ferry-ss
+work=$(mktemp -d /tmp/ferry-ss.XXXXXX)
+check=$(cd "$(dirname "$0")" && pwd)/ss_check.py
+printf 'tcp\n' > "$work/rules"
+# The server's wait for a request is short here: the kept client never asks.
+FERRY_UPGRADE_TIMEOUT_MS=3000 serve "$build/conn_bench" epoll-server "$ip" 7600
+wait_port 7600
+res=ok
+under client "$build/conn_bench" many "$ip" 7600 40 16384 300 > "$out/$name.client.out" 2>&1 &
+on=$!
+FERRY_RULES=$work/rules under kept "$build/conn_bench" many "$ip" 7600 10 16384 300 > "$out/$name.kept.out" 2>&1 &
+kept=$!
+for _ in $(seq 1200); do  # 120 s: a limit for hangs
+  "$ferry" ss -j $server > "$work/server.json" 2> "$work/ss.err"
+  python3 "$check" settled "$work/server.json" 50 && break
+  sleep 0.1
+done
+"$ferry" ss $server > "$out/$name.ss.txt" 2>&1
+# The clients' own processes (under, in the background, runs them in a subshell).
+for who in server:$server on:$(pgrep -f "conn_bench many $ip 7600 40 " | tail -1) \
+  kept:$(pgrep -f "conn_bench many $ip 7600 10 " | tail -1); do
+  "$ferry" ss -j ${who#*:} > "$work/${who%%:*}.json" 2>> "$work/ss.err"
+  "$ferry" stat ${who#*:} > "$work/${who%%:*}.stat" 2>> "$work/ss.err"
+done
+python3 "$check" server "$work/server.json" "$work/server.stat" 7600 50 $((16384 + 24)) > "$work/server.check" ||
+  { res=FAILED; fail "server: $(cat "$work/server.check")"; }
+python3 "$check" client "$work/on.json" "$work/on.stat" 40 - > "$work/on.check" ||
+  { res=FAILED; fail "client: $(cat "$work/on.check")"; }
+python3 "$check" client "$work/kept.json" "$work/kept.stat" 10 tcp_rule > "$work/kept.check" ||
+  { res=FAILED; fail "kept client: $(cat "$work/kept.check")"; }
+[ ! -s "$work/ss.err" ] || { res=FAILED; fail "ferry ss: $(head -1 "$work/ss.err")"; }
+echo "[$name] $(cat "$work/server.check"); $(cat "$work/on.check"); kept $(cat "$work/kept.check")"
+pkill -f "conn_bench many $ip 7600 "
+wait $on $kept 2>/dev/null
+stop $server
+rm -rf "$work"
+record $res
+
 printf '\n%-16s %-6s %9s %14s %14s  %s\n' program result upgraded rdma_sent tcp_sent "kept on TCP (reason=connections)"
 printf '%s\n' "${rows[@]}"
 verdict programs

@@ -1,6 +1,8 @@
 // ferry [--] PROGRAM [ARGS...]: runs PROGRAM with libferry.so preloaded.
 #include "core/base/config.h"
 #include "core/base/stats.h"
+#include "processes.h"
+#include "ss.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -25,6 +27,10 @@ void usage(FILE* out) {
           "                            the counters of running processes under ferry (every one\n"
           "                            of this user's when no PID is named, summed); with\n"
           "                            --watch, what grew every N seconds\n"
+          "       ferry ss [-j] [PID...]\n"
+          "                            every connection of running processes under ferry, one\n"
+          "                            line each: RDMA or TCP and why, bytes on each path, memory\n"
+          "                            registered (-j: JSON)\n"
           "       ferry --help | --version | --man\n\n"
           "Runs PROGRAM with libferry.so preloaded. A TCP connection whose two ends run ferry\n"
           "on an RDMA fabric moves to RDMA when the program uses it as a blocking socket;\n"
@@ -52,7 +58,8 @@ void man() {
   printf(".TH FERRY 1 \"\" \"ferry 0.1.0\" \"User Commands\"\n"
          ".SH NAME\nferry \\- run a program with its TCP connections moved to RDMA\n"
          ".SH SYNOPSIS\n.B ferry\n[\\-\\-]\n.I program\n[\\fIargs\\fR...]\n.br\n"
-         ".B ferry stat\n[\\-\\-watch \\fIn\\fR] [\\fIpid\\fR...]\n"
+         ".B ferry stat\n[\\-\\-watch \\fIn\\fR] [\\fIpid\\fR...]\n.br\n"
+         ".B ferry ss\n[\\-j] [\\fIpid\\fR...]\n"
          ".SH DESCRIPTION\n"
          ".B ferry\nruns\n.I program\nwith libferry.so preloaded. A TCP connection whose two ends run ferry on an\n"
          "RDMA fabric moves its bytes to RDMA (rdma_cm, a ring buffer per direction); everything\n"
@@ -64,6 +71,13 @@ void man() {
          "root), print their sum.\n.B \\-\\-watch\n.I n\nprints, every\n.I n\n"
          "seconds, what grew since the last reading. A program named stat runs as\n"
          ".BR \"ferry \\-\\- stat\" .\n"
+         ".TP\n.B ss\nprints each connection of running processes under ferry (of the named\n.IR pid s,\n"
+         "or of every process of this user), one line each: its role, ferry's state of it, the path its\n"
+         "bytes take (rdma, tcp, or tcp>rdma while upgrading), the addresses and TCP state the kernel\n"
+         "reports, why it is on TCP (the counter that counted it, as\n.B stat\nnames them), bytes sent\n"
+         "and received on TCP (the kernel's) and over RDMA, and memory registered for it.\n"
+         ".B \\-j\nprints the same as JSON. Connections of processes without a usable RDMA device are not\n"
+         "listed; their counters say why.\n"
          ".SH ENVIRONMENT\nSettings are read from the environment\n"
          "(\\fBFERRY_\\fIname\\fB=\\fIvalue\\fB ferry \\fIprogram\\fR).\n"
          "A process running with secure execution (setuid, file capabilities) ignores them.\n");
@@ -88,25 +102,8 @@ std::string find_library() {
   return {};
 }
 
+using ferry::launcher::processes_of_user;
 using ferry::stats::Counters;
-
-// Every process of this user (of every user, for root) but this one, by pid.
-std::vector<long> processes_of_user() {
-  std::vector<long> out;
-  DIR* proc = opendir("/proc");
-  if (!proc) return out;
-  const uid_t me = geteuid();
-  while (dirent* e = readdir(proc)) {
-    char* end = nullptr;
-    const long pid = strtol(e->d_name, &end, 10);
-    struct stat st;
-    if (!end || *end || pid <= 0 || pid == getpid()) continue;
-    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0 || (me != 0 && st.st_uid != me)) continue;
-    out.push_back(pid);
-  }
-  closedir(proc);
-  return out;
-}
 
 // to = from + k * by, counter by counter (k = 1: a sum, -1: a difference, kept >= 0:
 // a process that ended between two readings takes its counts with it).
@@ -224,6 +221,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (first < argc && !strcmp(argv[first], "stat")) return stat(argc, argv, first + 1);
+  if (first < argc && !strcmp(argv[first], "ss")) return ferry::launcher::ss(argc, argv, first + 1);
   if (first < argc && !strcmp(argv[first], "--")) ++first;
   if (first >= argc) {
     usage(stderr);
