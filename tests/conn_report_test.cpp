@@ -39,7 +39,7 @@ TEST(ConnReport, AnEntryIsFoundThroughTheCountersWithWhatWasNoted) {
   sent(e, 100);
   sent(e, 23);
   received(e, 7);
-  registered(e, 4096);
+  registered(e, 4096, 17);
   static stats::Counters seen;
   ASSERT_EQ(stats::read_process(getpid(), seen), "");
   ASSERT_NE(seen.report.load(), 0u);
@@ -55,6 +55,7 @@ TEST(ConnReport, AnEntryIsFoundThroughTheCountersWithWhatWasNoted) {
     EXPECT_EQ(table[i].rdma_sent.load(), 123u);
     EXPECT_EQ(table[i].rdma_received.load(), 7u);
     EXPECT_EQ(table[i].registered.load(), 4096u);
+    EXPECT_EQ(table[i].qp.load(), 17u);
   }
   EXPECT_TRUE(found);
   give_back(e);

@@ -65,6 +65,7 @@ Entry* take(int fd, uint8_t role, uint8_t flags) noexcept {
   e->rdma_sent.store(0, std::memory_order_relaxed);
   e->rdma_received.store(0, std::memory_order_relaxed);
   e->registered.store(0, std::memory_order_relaxed);
+  e->qp.store(0, std::memory_order_relaxed);
   e->inode.store(st.st_ino, std::memory_order_release);
   return e;
 }

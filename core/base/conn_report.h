@@ -30,6 +30,8 @@ struct alignas(64) Entry {
   std::atomic<uint64_t> rdma_sent{0};
   std::atomic<uint64_t> rdma_received{0};
   std::atomic<uint64_t> registered{0};  // bytes registered for its RDMA side
+  // The queue pair its RDMA side uses (its link to the peer), by number; 0: none.
+  std::atomic<uint32_t> qp{0};
   // The next free entry's index + 1 (0: none), while this one is free.
   std::atomic<uint32_t> next_free{0};
 };
@@ -61,8 +63,10 @@ inline void sent(Entry* e, uint64_t n) noexcept {
 inline void received(Entry* e, uint64_t n) noexcept {
   if (e) e->rdma_received.fetch_add(n, std::memory_order_relaxed);
 }
-inline void registered(Entry* e, uint64_t n) noexcept {
-  if (e) e->registered.store(n, std::memory_order_relaxed);
+inline void registered(Entry* e, uint64_t n, uint32_t qp) noexcept {
+  if (!e) return;
+  e->registered.store(n, std::memory_order_relaxed);
+  e->qp.store(qp, std::memory_order_relaxed);
 }
 
 }  // namespace ferry::conn_report

@@ -201,7 +201,7 @@ void established_st(Conn* c) {
   if (!s) return;  // released meanwhile; retire() cleans up
   c->registered = c->pending->registered_bytes();
   stats::add(stats::g.rdma_registered_bytes, c->registered);
-  conn_report::registered(s->report, c->registered);
+  conn_report::registered(s->report, c->registered, c->pending->qp_num());
   c->link->channel = std::move(c->pending);
   st().live.insert(c->link.get());
   schedule_probe_st();

@@ -40,8 +40,8 @@ def common(rows, n, stat):
             fail(f"fd {r['fd']}: still upgrading")
         if r["path"] == "tcp" and not r["why"]:
             fail(f"fd {r['fd']}: on TCP without a reason")
-        if r["path"] == "rdma" and r["registered"] <= 0:
-            fail(f"fd {r['fd']}: on RDMA with no memory registered")
+        if r["path"] == "rdma" and (r["registered"] <= 0 or r["qp"] <= 0):
+            fail(f"fd {r['fd']}: on RDMA with no memory registered ({r['registered']}) or no queue pair ({r['qp']})")
     rdma = sum(r["path"] == "rdma" for r in rows)
     if rdma != counter(stat, "upgraded"):
         fail(f"{rdma} connections listed on RDMA, the counters say {counter(stat, 'upgraded')} upgraded")

@@ -162,6 +162,7 @@ struct Row {
   std::string role, state, path, why;
   Kernel kernel;
   uint64_t rdma_sent, rdma_received, registered;
+  uint32_t qp;
 };
 
 std::string why_text(uint16_t code, uint8_t flags) {
@@ -199,7 +200,8 @@ bool read_rows(long pid, std::vector<Row>& rows, std::string& why) {
   for (const report::Entry& e : table) {
     const uint64_t inode = e.inode.load(std::memory_order_relaxed);
     if (inode == 0) continue;
-    Row r{pid, -1, inode, {}, {}, {}, {}, {}, e.rdma_sent.load(), e.rdma_received.load(), e.registered.load()};
+    Row r{pid,    -1, inode, {}, {}, {}, {}, {}, e.rdma_sent.load(), e.rdma_received.load(), e.registered.load(),
+          e.qp.load()};
     if (auto it = fds.find(inode); it != fds.end()) r.fd = it->second;
     if (auto it = kernel.find(inode); it != kernel.end()) r.kernel = it->second;
     r.role = e.role.load() == report::kClient ? "client" : "server";
@@ -272,29 +274,31 @@ int ss(int argc, char** argv, int at) {
       const Row& r = rows[i];
       printf("%s\n {\"pid\": %ld, \"fd\": %d, \"inode\": %llu, \"role\": \"%s\", \"state\": \"%s\", \"path\": \"%s\", "
              "\"why\": %s, \"local\": %s, \"peer\": %s, \"tcp_state\": %s, \"tcp_sent\": %s, \"tcp_received\": %s, "
-             "\"rdma_sent\": %llu, \"rdma_received\": %llu, \"registered\": %llu}",
+             "\"rdma_sent\": %llu, \"rdma_received\": %llu, \"registered\": %llu, \"qp\": %u}",
              i ? "," : "", r.pid, r.fd, static_cast<unsigned long long>(r.inode), r.role.c_str(), r.state.c_str(),
              r.path.c_str(), r.why == "-" ? "null" : json_string(r.why).c_str(), json_string(r.kernel.local).c_str(),
              json_string(r.kernel.peer).c_str(), json_string(r.kernel.state).c_str(),
              r.kernel.bytes ? std::to_string(r.kernel.sent).c_str() : "null",
              r.kernel.bytes ? std::to_string(r.kernel.received).c_str() : "null",
              static_cast<unsigned long long>(r.rdma_sent), static_cast<unsigned long long>(r.rdma_received),
-             static_cast<unsigned long long>(r.registered));
+             static_cast<unsigned long long>(r.registered), r.qp);
     }
     printf("%s]\n", rows.empty() ? "" : "\n");
     return status;
   }
-  printf("%-7s %-4s %-6s %-11s %-8s %-24s %-24s %-10s %-18s %12s %12s %12s %12s %10s\n", "PID", "FD", "ROLE", "STATE",
-         "PATH", "LOCAL", "PEER", "TCP", "WHY", "TCP_SENT", "TCP_RECV", "RDMA_SENT", "RDMA_RECV", "REGISTERED");
+  printf("%-7s %-4s %-6s %-11s %-8s %-24s %-24s %-10s %-18s %12s %12s %12s %12s %10s %6s\n", "PID", "FD", "ROLE",
+         "STATE", "PATH", "LOCAL", "PEER", "TCP", "WHY", "TCP_SENT", "TCP_RECV", "RDMA_SENT", "RDMA_RECV", "REGISTERED",
+         "QP");
   size_t on_rdma = 0;
   for (const Row& r : rows) {
     on_rdma += r.path == "rdma";
-    printf("%-7ld %-4s %-6s %-11s %-8s %-24s %-24s %-10s %-18s %12s %12s %12llu %12llu %10llu\n", r.pid,
+    printf("%-7ld %-4s %-6s %-11s %-8s %-24s %-24s %-10s %-18s %12s %12s %12llu %12llu %10llu %6s\n", r.pid,
            r.fd >= 0 ? std::to_string(r.fd).c_str() : "-", r.role.c_str(), r.state.c_str(), r.path.c_str(),
            r.kernel.local.empty() ? "-" : r.kernel.local.c_str(), r.kernel.peer.empty() ? "-" : r.kernel.peer.c_str(),
            r.kernel.state.empty() ? "-" : r.kernel.state.c_str(), r.why.c_str(), count(r.kernel, true).c_str(),
            count(r.kernel, false).c_str(), static_cast<unsigned long long>(r.rdma_sent),
-           static_cast<unsigned long long>(r.rdma_received), static_cast<unsigned long long>(r.registered));
+           static_cast<unsigned long long>(r.rdma_received), static_cast<unsigned long long>(r.registered),
+           r.qp ? std::to_string(r.qp).c_str() : "-");
   }
   printf("%zu connection%s in %zu process%s: %zu over RDMA, %zu on kernel TCP\n", rows.size(),
          rows.size() == 1 ? "" : "s", processes, processes == 1 ? "" : "es", on_rdma, rows.size() - on_rdma);
