@@ -69,13 +69,16 @@ record() {  # record RESULT: one row of the table, and no warnings in ferry's lo
     "$(sum bytes_tcp_sent)" "${reasons:--}")")
 }
 
+# NPtcp's receiver listens on port 5002; it ends after one client, or is stopped if the
+# client failed.
 name=NPtcp
 (cd /tmp && under server NPtcp > "$out/$name.server.out" 2>&1) &
 server=$!
-sleep 1
+wait_port 5002
 (cd /tmp && timeout 300 "$ferry" true) # warm the page cache of the library
 if (cd /tmp && FERRY_STATS=1 FERRY_LOG_FILE="$out/$name.client.%p.log" timeout 300 "$ferry" NPtcp -h "$ip" -u 262144 \
       -o "$out/np.out" > "$out/$name.client.out" 2>&1); then res=ok; else res=FAILED; fail "$(tail -3 "$out/$name.client.out")"; fi
+timeout 60 tail --pid=$server -f /dev/null || pkill -x NPtcp
 wait $server
 expect_rdma 1000000
 record $res
