@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -274,6 +275,42 @@ TEST(Deferral, AHandlerThatJumpsOutOfAStretchLeavesNoCountTaken) {
     }
     CHILD_EXPECT(users.load() == 0, 10);
     CHILD_EXPECT(deferral::t_locks == 0, 11);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
+}
+
+// A fork's prepare handler takes locks (core/process/forking.cpp: the channels', the
+// epoll sets') that the child counts as free, held by its parent's threads; the child's
+// count of them must go too, or every signal its program handles waits for good (an
+// rsync client's receiver never got the SIGUSR2 its generator ends it with).
+TEST(Deferral, AForkedChildHoldsNoneOfTheLocksItsParentTookForTheFork) {
+  int status = in_child([] {
+    struct sigaction act {};
+    act.sa_sigaction = counting;
+    act.sa_flags = SA_SIGINFO;
+    sigemptyset(&act.sa_mask);
+    CHILD_EXPECT(signals::sigaction(SIGUSR2, &act, nullptr) == 0, 10);
+    g_calls = 0;
+    static Lock lock;
+    deferral::before_fork();  // as prepare(), then its lock
+    lock.lock();
+    raise(SIGUSR2);  // put off in the parent: pending there, blocked in the forking thread
+    // The kernel's fork alone: the handlers are the ones above and below (ferry's own,
+    // if this test process has them, would count this lock as one before the fork).
+    const pid_t pid = static_cast<pid_t>(syscall(SYS_fork));
+    if (pid == 0) {
+      deferral::after_fork_child();  // as child()
+      if (deferral::t_locks != 0) _exit(1);
+      if (g_calls != 0) _exit(2);  // the parent's pending signal is not the child's
+      raise(SIGUSR2);
+      _exit(g_calls == 1 ? 0 : 3);
+    }
+    lock.unlock();  // as parent(): the put-off signal comes now
+    CHILD_EXPECT(g_calls == 1, 11);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHILD_EXPECT(WIFEXITED(st), 12);
+    CHILD_EXPECT(WEXITSTATUS(st) == 0, 20 + WEXITSTATUS(st));
   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "failed check " << WEXITSTATUS(status);
 }

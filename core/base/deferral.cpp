@@ -11,6 +11,7 @@ namespace ferry::deferral {
 
 thread_local constinit uint32_t t_locks = 0;
 thread_local constinit uint64_t t_put_off = 0;
+thread_local constinit uint32_t t_locks_before_fork = 0;
 
 void put_off(int sig, const void* info, void* ctx) noexcept {
   const int saved = errno;
@@ -33,6 +34,11 @@ void queue_again(int sig, const void* info) noexcept {
   if (syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), sig, info) != 0)
     syscall(SYS_tgkill, getpid(), gettid(), sig);  // the signal still comes, without its details
   errno = saved;
+}
+
+void after_fork_child() noexcept {
+  t_locks = t_locks_before_fork;
+  if (t_locks == 0 && t_put_off != 0) deliver();
 }
 
 void deliver() noexcept {

@@ -54,6 +54,16 @@ struct Stretch {
   Stretch& operator=(const Stretch&) = delete;
 };
 
+// Forks (core/process/forking.cpp). The forking thread's prepare handler takes locks
+// (the channels', the epoll sets') that a child counts as free, held by its parent's
+// threads: the child's count goes back to what it was before them, or every signal its
+// program handles would be put off for good. What was put off in the parent is pending
+// there, not in the child (a fork does not pass pending signals on): the child no
+// longer blocks it.
+extern thread_local constinit uint32_t t_locks_before_fork;
+inline void before_fork() noexcept { t_locks_before_fork = t_locks; }
+void after_fork_child() noexcept;
+
 // In a signal handler: whether this thread holds a lock of ferry's.
 inline bool holding() noexcept { return t_locks != 0; }
 

@@ -5,6 +5,7 @@
 #include "core/api/epoll_set.h"
 #include "core/api/poll_mixed.h"
 #include "core/base/config.h"
+#include "core/base/deferral.h"
 #include "core/base/hazard.h"
 #include "core/base/log.h"
 #include "core/base/own_fd.h"
@@ -45,7 +46,8 @@ FERRY_FORK_DATA Held* g_held = nullptr;
 // In lock order: epoll sets, then channels, then signals (an epoll set's look takes a
 // channel's lock, and progress on a channel bumps its signal).
 void prepare() {
-  handoff::before_fork();  // first: it may make the board, and takes no lock held below
+  deferral::before_fork();  // before any lock: the child's count goes back to this
+  handoff::before_fork();  // first of the rest: it may make the board, and takes no lock held below
   poller::before_fork();
   rdma::before_fork();
   upgrade::before_fork();
@@ -116,6 +118,9 @@ FERRY_FORK_PATH void child() {
   signals::after_fork_child();
   if (!h.links.empty()) h.links.clear();
   if (!h.sets.empty()) h.sets.clear();
+  // Last: the locks prepare() took count as free here, and so does this thread's count
+  // of them (a signal the program handles is put off while it is not 0).
+  deferral::after_fork_child();
 }
 
 pthread_once_t g_once = PTHREAD_ONCE_INIT;

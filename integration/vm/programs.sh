@@ -389,6 +389,30 @@ stop $server
 rm -rf "$work"
 record $res
 
+# rsync's daemon and client, both under ferry: 16 MiB down and up, every byte checked.
+# The daemon forks a child per connection, and the client forks its receiver, which its
+# generator ends with SIGUSR2 once the transfer is over: each connection is handed over
+# between processes, and the forked processes' signal handlers must run.
+name=rsyncd
+work=$(mktemp -d /tmp/rsyncd.XXXXXX)
+mkdir -p "$work/mod" "$work/dest"
+head -c 16777216 /dev/urandom > "$work/mod/data"
+printf '%s\n' "uid = root" "gid = root" "use chroot = no" "pid file = $work/rsyncd.pid" \
+  "log file = $out/$name.daemon.log" "[mod]" "path = $work/mod" "read only = no" > "$work/rsyncd.conf"
+serve rsync --daemon --no-detach --port 8873 --address "$ip" --config "$work/rsyncd.conf"
+wait_port 8873
+res=ok
+bounded 300 'rsync -a' under client rsync -a "rsync://$ip:8873/mod/data" "$work/dest/down" >> "$out/$name.client.out" 2>&1 ||
+  { res=FAILED; fail "down: $(grep -m1 rsync "$out/$name.client.out")"; }
+bounded 300 'rsync -a' under client rsync -a "$work/mod/data" "rsync://$ip:8873/mod/up" >> "$out/$name.client.out" 2>&1 ||
+  { res=FAILED; fail "up: $(grep -m1 rsync "$out/$name.client.out")"; }
+for f in dest/down mod/up; do
+  cmp -s "$work/mod/data" "$work/$f" || { res=FAILED; fail "$f: 16 MiB came out different"; }
+done
+stop $server
+rm -rf "$work"
+record $res
+
 # A connection carried through io_uring after a hello by send and recv (core/base/uring.h):
 # at the server (io_uring-server) or at the client (io_uring-client), the other end
 # making plain calls. The ring's end hands its upgraded connection back to TCP before
