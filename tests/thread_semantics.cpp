@@ -436,7 +436,9 @@ struct MarkerReader {
 };
 
 // A connection used at once, not waited on for its upgrade: the server sends one
-// byte (so that both ends have used it), which finish() reads before both close.
+// byte (so that both ends have used it), which finish() reads; then, before both close,
+// it waits for the two ends to show upgraded (a connection closed first never upgrades,
+// and how soon the handshake ends beside the program's calls is the machine's speed).
 struct FreshPair {
   int c = -1, s = -1;
   FreshPair() {
@@ -451,9 +453,9 @@ struct FreshPair {
   void finish() {
     char h = 0;
     show("the server's byte", recv(c, &h, 1, 0));
+    wait_upgraded(g_upgrades += 2);
     close(c);
     close(s);
-    wait_upgraded(g_upgrades += 2);
   }
 };
 
