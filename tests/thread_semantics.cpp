@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/time.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -401,6 +402,18 @@ struct Watchdog {
           if (!done.load()) {
             puts(line);
             fflush(stdout);
+            // Where every thread is, on stderr (kept beside the output), then the end. By
+            // posix_spawn, which runs no fork handler (a hung thread may hold a lock one
+            // would take).
+            char cmd[160];
+            snprintf(cmd, sizeof cmd,
+                     "timeout 120 gdb -p %d -batch -ex 'thread apply all bt' 2>/dev/null | grep -E '^(#|Thread)' >&2",
+                     static_cast<int>(getpid()));
+            char sh[] = "/bin/sh", c[] = "-c";
+            char* argv[] = {sh, c, cmd, nullptr};
+            pid_t pid;
+            int status = 0;
+            if (posix_spawn(&pid, sh, nullptr, nullptr, argv, environ) == 0) waitpid(pid, &status, 0);
             _exit(1);
           }
         }) {}
