@@ -250,7 +250,7 @@ link_down_for_failover() {
       [ -n "$pid" ] || continue
       live=$((live + 1))
       n=$((n + $("$ferry" stat "$pid" 2>/dev/null |
-        awk '$1 == "downgrades_failover" || $1 == "downgrades_peer" {s += $2} END {print s + 0}')))
+        awk '$1 == "downgrades_failover" || $1 == "downgrades_peer" {s += $2} END {print s + 0}' || true)))
     done
     # Done when every end left RDMA, or when both programs already ended.
     [ "$n" -ge $((2 * $1)) ] || [ "$live" -eq 0 ] && break
@@ -551,7 +551,7 @@ accept_once_refused() {
   local pid refused
   for _ in $(seq 1200); do
     pid=$(pgrep -f "^/usr/bin/python3 .*stream_check.py client $ip $2 " | head -1 || true)
-    refused=$([ -z "$pid" ] || "$ferry" stat "$pid" 2>/dev/null | awk '$1 == "tcp_peer_refused" {print $2}')
+    refused=$([ -z "$pid" ] || "$ferry" stat "$pid" 2>/dev/null | awk '$1 == "tcp_peer_refused" {print $2}' || true)
     [ "${refused:-0}" -ge "$3" ] && break
     sleep 0.1
   done
@@ -683,7 +683,8 @@ scenario_listen_then_connect() {
   # the round (the control connection it accepted, the one it made) upgraded.
   for ((i = 0; i < rounds; i++)); do
     for _ in $(seq 1200); do
-      n=$("$ferry" stat $prog 2>/dev/null | awk '$1 == "upgraded" {print $2}')
+      # (|| true: a process whose counters cannot be read yet is no error of the script's)
+      n=$("$ferry" stat $prog 2>/dev/null | awk '$1 == "upgraded" {print $2}' || true)
       [ "${n:-0}" -ge $((2 * (i + 1))) ] && break
       kill -0 $prog 2>/dev/null || break
       sleep 0.1
