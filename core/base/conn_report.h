@@ -11,7 +11,6 @@
 // from two moments: a diagnostic, never a decision.
 #pragma once
 
-#include "core/base/fork_path.h"
 
 #include <atomic>
 #include <cstdint>

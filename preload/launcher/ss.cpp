@@ -200,7 +200,7 @@ bool read_rows(long pid, std::vector<Row>& rows, std::string& why) {
   for (const report::Entry& e : table) {
     const uint64_t inode = e.inode.load(std::memory_order_relaxed);
     if (inode == 0) continue;
-    Row r{pid,    -1, inode, {}, {}, {}, {}, {}, e.rdma_sent.load(), e.rdma_received.load(), e.registered.load(),
+    Row r{pid, -1, inode, {}, {}, {}, {}, {}, e.rdma_sent.load(), e.rdma_received.load(), e.registered.load(),
           e.qp.load()};
     if (auto it = fds.find(inode); it != fds.end()) r.fd = it->second;
     if (auto it = kernel.find(inode); it != kernel.end()) r.kernel = it->second;
